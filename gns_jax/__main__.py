@@ -1,0 +1,7 @@
+"""``python -m gns_jax``: the same as the ``gns-jax`` command."""
+
+import sys
+
+from gns_jax.cli import main
+
+sys.exit(main())

@@ -1,0 +1,192 @@
+"""The ``gns-jax`` command line (also ``python -m gns_jax``). Host-side.
+
+``gns-jax train`` loads a dataset, trains a GraphSAGE with the chosen sampler and writes the JSON
+results of DESIGN.md section 5. Bad input (a missing or corrupt file, an impossible option) is
+reported as one line naming the file or option, with exit status 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import platform
+import sys
+import time
+from collections.abc import Sequence
+
+from gns_jax.errors import ConfigError, GnsJaxError
+
+__all__ = ["build_parser", "main"]
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers such as 15,10,5, got '{text}'"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"every fan-out must be a positive integer, got '{text}'")
+    return values
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from gns_jax import __version__
+    from gns_jax.train import SAMPLERS, TrainConfig
+
+    defaults = TrainConfig()
+    parser = argparse.ArgumentParser(
+        prog="gns-jax", description="Global Neighbor Sampling for GNN training, in JAX."
+    )
+    parser.add_argument("--version", action="version", version=f"gns-jax {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser(
+        "train",
+        help="train a GraphSAGE and report accuracy, epoch time and data movement",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    train.add_argument(
+        "--dataset",
+        required=True,
+        help="a registered name (cora, citeseer, amazon_photo, amazon_computers, coauthor_cs, "
+        "facebook_pagepage, tolokers), synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S], "
+        "or a path to a dataset file or directory",
+    )
+    train.add_argument("--data-dir", default=None, help="folder of the registered datasets")
+    train.add_argument("--sampler", default=defaults.sampler, choices=SAMPLERS)
+    train.add_argument("--epochs", type=_positive_int, default=defaults.epochs)
+    train.add_argument("--batch-size", type=_positive_int, default=defaults.batch_size)
+    train.add_argument(
+        "--fanouts",
+        type=_int_list,
+        default=defaults.fanouts,
+        help="neighbours per node, from the output layer to the input layer; one layer each",
+    )
+    train.add_argument("--hidden", type=_positive_int, default=defaults.hidden)
+    train.add_argument("--lr", type=float, default=defaults.lr)
+    train.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
+    train.add_argument("--dropout", type=float, default=defaults.dropout)
+    train.add_argument(
+        "--feature-norm",
+        choices=("row", "none"),
+        default=defaults.feature_norm,
+        help="row: divide each feature row by its L1 norm",
+    )
+    train.add_argument("--seed", type=int, default=defaults.seed)
+    train.add_argument(
+        "--split-seed",
+        type=int,
+        default=None,
+        help="seed of the random 20/30-per-class split (datasets without a stored split); "
+        "defaults to --seed",
+    )
+    train.add_argument("--eval-every", type=_positive_int, default=defaults.eval_every)
+    train.add_argument("--out", default=None, help="write the JSON results here")
+    train.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def _environment() -> dict:
+    import jax
+
+    return {
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+    }
+
+
+def run_train(args: argparse.Namespace) -> dict:
+    from gns_jax.datasets import load_dataset
+    from gns_jax.train import TrainConfig, fit
+
+    config = TrainConfig(
+        sampler=args.sampler,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        fanouts=tuple(args.fanouts),
+        hidden=args.hidden,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        dropout=args.dropout,
+        feature_norm=args.feature_norm,
+        seed=args.seed,
+        eval_every=args.eval_every,
+    ).validate()
+    split_seed = args.seed if args.split_seed is None else args.split_seed
+    if args.out is not None:
+        try:
+            with open(args.out, "a"):
+                pass
+        except OSError as e:
+            raise ConfigError(f"--out {args.out}: cannot write ({e.strerror or e})") from None
+    start = time.perf_counter()
+    dataset = load_dataset(args.dataset, args.data_dir, split_seed=split_seed)
+    if not args.quiet:
+        print(
+            f"{dataset.name}: {dataset.num_nodes:,} nodes, {dataset.graph.num_edges // 2:,} edges, "
+            f"{dataset.num_features} features, {dataset.num_classes} classes, "
+            f"split {dataset.split} "
+            f"({dataset.train_idx.size}/{dataset.val_idx.size}/{dataset.test_idx.size}), "
+            f"loaded in {time.perf_counter() - start:.1f}s",
+            file=sys.stderr,
+        )
+    results = fit(dataset, config, quiet=args.quiet)
+    out = {
+        "dataset": dataset.name,
+        "sampler": config.sampler,
+        "seed": config.seed,
+        "config": dataclasses.asdict(config)
+        | {"dataset": args.dataset, "data_dir": args.data_dir, "split_seed": split_seed},
+        "num_nodes": dataset.num_nodes,
+        "num_edges": dataset.graph.num_edges,
+        "num_features": dataset.num_features,
+        "num_classes": dataset.num_classes,
+        "split": dataset.split,
+        **results,
+        "environment": _environment(),
+    }
+    if args.out is not None:
+        with open(args.out, "w") as f:
+            json.dump(out, f, indent=1)
+    print(
+        f"{dataset.name} {config.sampler} seed {config.seed}: test accuracy "
+        f"{out['test_accuracy']:.4f} (best validation {out['val_accuracy']:.4f} at epoch "
+        f"{out['best_epoch'] + 1}), epoch {out['epoch_time_s']:.3f}s, "
+        f"{out['h2d_rows_per_batch']:,.0f} rows host->device per batch"
+    )
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "train":
+            run_train(args)
+    except GnsJaxError as e:
+        print(f"gns-jax: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gns-jax: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Counters: bytes and rows moved host->device, compilations, wall-clock splits. Boundary module.
+
+:class:`TransferMeter` is the one place the training loop moves host data to a device, so every
+byte that crosses is counted by tag. On the CPU backend ``device_put`` may not copy, but the count
+is the same: it is what would cross to an accelerator.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+__all__ = ["CompileCounter", "Stopwatch", "TransferMeter"]
+
+
+@dataclasses.dataclass
+class TransferMeter:
+    """Counts logical bytes and puts host -> device, by tag (``features``, ``structure``, ...)."""
+
+    device: jax.Device | None = None
+    bytes_by_tag: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    puts_by_tag: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def put(self, tree, *, tag: str):
+        """``jax.device_put(tree)`` with its bytes counted under ``tag``."""
+        self.bytes_by_tag[tag] += sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(tree))
+        self.puts_by_tag[tag] += 1
+        return jax.device_put(tree, self.device)
+
+
+class CompileCounter:
+    """Wraps a function so that each trace (one per compilation by ``jax.jit``) is counted.
+
+    Example::
+
+        counter = CompileCounter()
+        step = jax.jit(counter.wrap(train_step))
+        ...
+        counter.count  # how many times ``train_step`` was traced, i.e. compiled
+    """
+
+    def __init__(self):
+        self.count = 0
+
+    def wrap(self, fn: Callable) -> Callable:
+        def traced(*args, **kwargs):
+            self.count += 1  # runs at trace time only
+            return fn(*args, **kwargs)
+
+        traced.__name__ = getattr(fn, "__name__", "traced")
+        return traced
+
+
+@dataclasses.dataclass
+class Stopwatch:
+    """Accumulates wall time by phase: ``with watch("sample"): ...``."""
+
+    seconds: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def __call__(self, phase: str):
+        return _Lap(self, phase)
+
+
+class _Lap:
+    def __init__(self, watch: Stopwatch, phase: str):
+        self.watch, self.phase = watch, phase
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.watch.seconds[self.phase] += time.perf_counter() - self.start
+        return False

@@ -1,0 +1,361 @@
+"""Pure jitted train step, exact full-neighbourhood evaluation, and the host epoch loop ``fit``.
+
+Device side: :func:`train_step` is pure (``state, batch -> state, metrics``) over the functional
+split of a Flax NNX model (``nnx.split`` once, ``nnx.merge`` inside jit), so it can be jitted,
+differentiated and called eagerly in tests. :func:`full_inference` computes every node's logits
+layer by layer over the whole graph with all neighbours (no sampling), which is the evaluation.
+
+Host side: :func:`fit` runs the epochs: shuffle the training nodes, sample each batch on the
+topology device, move the input features (counted), step, evaluate, and time it all.
+
+Randomness: one stream per purpose, derived from ``(seed, stream, counter)``: the shuffle of epoch
+``e`` uses ``np.random.default_rng([seed, SHUFFLE, e])``, the sampler key of batch ``t`` is
+``fold_in(key(seed, SAMPLE), t)`` and dropout folds the step number into its own key. Same seed,
+same machine: identical losses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import sys
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from gns_jax.datasets import Dataset
+from gns_jax.errors import ConfigError
+from gns_jax.features import FeatureLoader, normalize_rows
+from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
+from gns_jax.models import GraphSAGE
+from gns_jax.sampling.blocks import Block
+from gns_jax.sampling.nodewise import NodeWiseSampler
+
+__all__ = [
+    "FullGraph",
+    "TrainConfig",
+    "TrainState",
+    "evaluate",
+    "fit",
+    "full_inference",
+    "init_state",
+    "make_train_step",
+    "train_step",
+]
+
+_SHUFFLE, _SAMPLE, _DROPOUT, _INIT = 0, 1, 2, 3  # stream ids; never reuse one for two purposes
+SAMPLERS = ("ns",)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Every option of a training run (the ``config`` of the JSON results).
+
+    ``fanouts`` are listed from the output layer to the input layer, as on the command line
+    (PyG's ``num_neighbors`` order); the model has ``len(fanouts)`` layers.
+    """
+
+    sampler: str = "ns"
+    epochs: int = 100
+    batch_size: int = 1000
+    fanouts: tuple[int, ...] = (15, 10, 5)
+    hidden: int = 256
+    lr: float = 0.003
+    weight_decay: float = 5e-4
+    dropout: float = 0.5
+    feature_norm: str = "row"
+    seed: int = 0
+    eval_every: int = 1
+
+    def validate(self) -> TrainConfig:
+        """Raises ConfigError naming the option when a value is impossible."""
+        if self.sampler not in SAMPLERS:
+            raise ConfigError(f"--sampler: unknown sampler '{self.sampler}' (known: {SAMPLERS})")
+        if not self.fanouts or any(int(f) < 1 for f in self.fanouts):
+            raise ConfigError(
+                f"--fanouts: every fan-out must be a positive integer, got {self.fanouts}"
+            )
+        for name, value in (
+            ("--epochs", self.epochs),
+            ("--batch-size", self.batch_size),
+            ("--hidden", self.hidden),
+            ("--eval-every", self.eval_every),
+        ):
+            if int(value) < 1:
+                raise ConfigError(f"{name}: must be a positive integer, got {value}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ConfigError(f"--lr: must be a positive number, got {self.lr}")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise ConfigError(f"--weight-decay: must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"--dropout: must lie in [0, 1), got {self.dropout}")
+        if self.feature_norm not in ("row", "none"):
+            raise ConfigError(f"--feature-norm: 'row' or 'none', got '{self.feature_norm}'")
+        return self
+
+
+class TrainState(NamedTuple):
+    """Everything that changes during training; a pytree."""
+
+    params: nnx.State
+    opt_state: optax.OptState
+    step: jax.Array  # int32 scalar
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """Adam with L2 regularisation added to the gradient (PyTorch ``Adam(weight_decay=...)``)."""
+    return optax.chain(optax.add_decayed_weights(config.weight_decay), optax.adam(config.lr))
+
+
+def init_state(
+    key: jax.Array, dims: tuple[int, ...], config: TrainConfig, tx: optax.GradientTransformation
+) -> tuple[nnx.GraphDef, TrainState]:
+    """Builds the model and returns its static graph definition and the initial state."""
+    model = GraphSAGE(dims, dropout_rate=config.dropout, rngs=nnx.Rngs(params=key))
+    graphdef, params = nnx.split(model)
+    return graphdef, TrainState(params, tx.init(params), jnp.zeros((), jnp.int32))
+
+
+def _masked_loss(logits, labels, mask):
+    per_seed = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+    weight = mask.astype(per_seed.dtype)
+    return jnp.sum(per_seed * weight) / jnp.maximum(weight.sum(), 1.0)
+
+
+def train_step(
+    state: TrainState,
+    x: jax.Array,
+    blocks: tuple[Block, ...],
+    seeds: jax.Array,
+    labels: jax.Array,
+    key: jax.Array,
+    *,
+    graphdef: nnx.GraphDef,
+    tx: optax.GradientTransformation,
+) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One optimiser step on a sampled batch. Pure: no host I/O, no Python-side state.
+
+    Args:
+      x: float32 ``[max_src0, F]`` input features of ``blocks[0]``'s source slots.
+      seeds: int32 ``[max_seeds]`` seed ids, ``-1`` on padding (left out of the loss).
+      labels: int32 ``[num_nodes]`` labels of every node, on the device.
+      key: dropout key; the step number is folded in.
+    """
+    key = jax.random.fold_in(key, state.step)
+    seed_mask = seeds >= 0
+    labels = labels[jnp.maximum(seeds, 0)]
+
+    def loss_fn(params):
+        model = nnx.merge(graphdef, params)
+        logits = model(x, blocks, key=key)
+        return _masked_loss(logits, labels, seed_mask), logits
+
+    (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    correct = jnp.sum((jnp.argmax(logits, -1) == labels) & seed_mask)
+    metrics = {"loss": loss, "correct": correct, "count": jnp.sum(seed_mask)}
+    return TrainState(params, opt_state, state.step + 1), metrics
+
+
+def make_train_step(graphdef, tx, counter: CompileCounter | None = None):
+    """``jax.jit`` of :func:`train_step` with the state donated; traces counted by ``counter``."""
+    fn = functools.partial(train_step, graphdef=graphdef, tx=tx)
+    if counter is not None:
+        fn = counter.wrap(fn)
+    return jax.jit(fn, donate_argnums=0)
+
+
+class FullGraph(NamedTuple):
+    """All edges with mean coefficients ``1/d_v``, padded to whole chunks, on a device.
+
+    Attributes:
+      senders, receivers: int32 ``[num_chunks, chunk]``; padding edges are ``0 -> 0`` with weight 0.
+      edge_weight: float32 ``[num_chunks, chunk]``.
+    """
+
+    senders: jax.Array
+    receivers: jax.Array
+    edge_weight: jax.Array
+
+    @classmethod
+    def from_graph(cls, graph, meter: TransferMeter | None = None, chunk: int = 1 << 18):
+        senders, receivers = graph.edges()
+        degree = graph.degrees()
+        weight = (1.0 / np.maximum(degree, 1))[receivers].astype(np.float32)
+        chunk = max(1, min(chunk, senders.shape[0]))
+        total = max(1, -(-senders.shape[0] // chunk)) * chunk
+
+        def pad(a, dtype):
+            out = np.zeros(total, dtype=dtype)
+            out[: a.shape[0]] = a
+            return out.reshape(-1, chunk)
+
+        arrays = cls(pad(senders, np.int32), pad(receivers, np.int32), pad(weight, np.float32))
+        return meter.put(arrays, tag="eval") if meter else jax.device_put(arrays)
+
+
+def _aggregate(z: jax.Array, graph: FullGraph) -> jax.Array:
+    """``out[v] = sum_u w_uv z[u]`` over every edge, one chunk of edges at a time."""
+
+    def body(acc, chunk):
+        s, r, w = chunk
+        return acc + jax.ops.segment_sum(z[s] * w[:, None], r, num_segments=z.shape[0]), None
+
+    out, _ = jax.lax.scan(body, jnp.zeros_like(z), tuple(graph))
+    return out
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def full_inference(graphdef: nnx.GraphDef, params: nnx.State, x: jax.Array, graph: FullGraph):
+    """Exact layer-wise inference: all nodes, all neighbours, no dropout. Returns ``[N, C]`` logits.
+
+    Uses ``W_nbr sum_u w_uv h_u = sum_u w_uv (W_nbr h_u)`` (``nbr_proj`` has no bias), so each layer
+    aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones.
+    """
+    model = nnx.merge(graphdef, params)
+    h = x
+    for i, conv in enumerate(model.convs):
+        h_next = conv.self_proj(h) + _aggregate(conv.nbr_proj(h), graph)
+        h = jax.nn.relu(h_next) if i < model.num_layers - 1 else h_next
+    return h
+
+
+def evaluate(
+    logits: jax.Array, labels: jax.Array, splits: dict[str, jax.Array]
+) -> dict[str, float]:
+    """Accuracy of ``argmax(logits)`` on each split (host floats; one sync)."""
+    return {name: float(v) for name, v in jax.device_get(_accuracy(logits, labels, splits)).items()}
+
+
+@jax.jit
+def _accuracy(logits, labels, splits):
+    pred = jnp.argmax(logits, -1)
+    return {name: jnp.mean(pred[idx] == labels[idx]) for name, idx in splits.items()}
+
+
+def _progress(quiet: bool, message: str) -> None:
+    if not quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[str, Any]:
+    """Trains and evaluates; returns the JSON-ready results of DESIGN.md section 5.
+
+    Test accuracy is reported at the epoch of best validation accuracy (ties: the earliest).
+    """
+    config.validate()
+    if config.batch_size > dataset.train_idx.shape[0]:
+        batch_size = dataset.train_idx.shape[0]  # one batch holds the whole training set
+    else:
+        batch_size = config.batch_size
+    features = dataset.features
+    if config.feature_norm == "row":
+        features = normalize_rows(features)
+    meter = TransferMeter()
+    sampler = NodeWiseSampler(dataset.graph, tuple(reversed(config.fanouts)), batch_size)
+    loader = FeatureLoader(features, meter)
+    labels = meter.put(dataset.labels, tag="labels")
+    splits = meter.put(
+        {"train": dataset.train_idx, "val": dataset.val_idx, "test": dataset.test_idx}, tag="labels"
+    )
+    full_graph = FullGraph.from_graph(dataset.graph, meter)
+    x_all = meter.put(features, tag="eval")
+
+    tx = make_optimizer(config)
+    dims = (
+        dataset.num_features,
+        *([config.hidden] * (len(config.fanouts) - 1)),
+        dataset.num_classes,
+    )
+    # One-time setup may move Python scalars implicitly; the per-batch path below moves data
+    # only through ``meter.put`` (the tests run it under a transfer guard).
+    with jax.transfer_guard_host_to_device("allow"):
+        base_key = jax.random.key(config.seed)
+        graphdef, state = init_state(jax.random.fold_in(base_key, _INIT), dims, config, tx)
+        sample_key = jax.random.fold_in(base_key, _SAMPLE)
+        dropout_key = jax.random.fold_in(base_key, _DROPOUT)
+    counter = CompileCounter()
+    step = make_train_step(graphdef, tx, counter)
+
+    history, best = [], {"val": -1.0, "test": 0.0, "epoch": -1}
+    rows_moved, batches, input_nodes = 0, 0, 0
+    feature_bytes_before = meter.bytes_by_tag["features"]
+    watch = Stopwatch()
+    train_idx = dataset.train_idx
+    num_batches = -(-train_idx.shape[0] // batch_size)
+    for epoch in range(config.epochs):
+        start = time.perf_counter()
+        order = np.random.default_rng([config.seed, _SHUFFLE, epoch]).permutation(train_idx)
+        losses = []
+        for b in range(num_batches):
+            seeds, counter_t = meter.put(
+                (
+                    sampler.pad_seeds(order[b * batch_size : (b + 1) * batch_size]),
+                    np.int32(epoch * num_batches + b),
+                ),
+                tag="structure",
+            )
+            with watch("sample"):
+                batch = sampler.sample(jax.random.fold_in(sample_key, counter_t), seeds)
+            with watch("gather"):
+                x, num_rows, _ = loader.load(batch.input_nodes)
+            overflow = np.asarray(jax.device_get(batch.overflow))
+            if overflow.any():
+                raise RuntimeError(
+                    f"sampler budget overflow {overflow.tolist()} "
+                    "(a bug: the budget is the worst case)"
+                )
+            rows_moved += num_rows
+            input_nodes += num_rows
+            batches += 1
+            with watch("step"):
+                state, metrics = step(state, x, batch.blocks, batch.seeds, labels, dropout_key)
+            losses.append(metrics["loss"])
+        jax.block_until_ready(state)
+        epoch_time = time.perf_counter() - start
+        train_loss = float(np.mean(jax.device_get(losses)))
+        record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
+        if (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1:
+            acc = evaluate(
+                full_inference(graphdef, state.params, x_all, full_graph), labels, splits
+            )
+            record |= {
+                "val_accuracy": acc["val"],
+                "test_accuracy": acc["test"],
+                "train_accuracy": acc["train"],
+            }
+            if acc["val"] > best["val"]:
+                best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
+        history.append(record)
+        _progress(
+            quiet,
+            f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
+            + (f"val {record['val_accuracy']:.4f}  " if "val_accuracy" in record else "")
+            + f"{epoch_time:.2f}s  {train_idx.shape[0] / epoch_time:,.0f} seeds/s",
+        )
+
+    times = [h["time_s"] for h in history[1:]] or [history[0]["time_s"]]
+    feature_bytes = meter.bytes_by_tag["features"] - feature_bytes_before
+    structure_bytes = meter.bytes_by_tag["structure"]
+    return {
+        "val_accuracy": best["val"],
+        "test_accuracy": best["test"],
+        "best_epoch": best["epoch"],
+        "epochs": history,
+        "epoch_time_s": float(np.median(times)),
+        "input_nodes_per_batch": input_nodes / batches,
+        "h2d_rows_per_batch": rows_moved / batches,
+        "h2d_bytes_per_batch": (feature_bytes + structure_bytes) / batches,
+        "cache_hit_rate": 0.0,
+        "compilations": counter.count,
+        "assemble_compilations": loader.compiles.count,
+        "time_split_s": {k: v / batches for k, v in watch.seconds.items()},
+        "batch_size": batch_size,
+    }

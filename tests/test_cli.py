@@ -1,0 +1,121 @@
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gns_jax.cli import main
+
+TINY = [
+    "--dataset",
+    "synthetic:nodes=400,degree=6,features=8,classes=3",
+    "--epochs",
+    "2",
+    "--batch-size",
+    "16",
+    "--fanouts",
+    "4,3",
+    "--hidden",
+    "16",
+]
+
+KEYS = {
+    "dataset",
+    "sampler",
+    "seed",
+    "config",
+    "num_nodes",
+    "num_edges",
+    "num_features",
+    "num_classes",
+    "epochs",
+    "val_accuracy",
+    "test_accuracy",
+    "epoch_time_s",
+    "input_nodes_per_batch",
+    "h2d_rows_per_batch",
+    "h2d_bytes_per_batch",
+    "cache_hit_rate",
+    "compilations",
+}
+
+
+def test_train_writes_the_json_contract(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert main(["train", *TINY, "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert KEYS <= set(result)
+    assert result["sampler"] == "ns" and result["compilations"] == 1
+    assert result["config"]["fanouts"] == [4, 3]
+    assert len(result["epochs"]) == 2
+    assert set(result["epochs"][0]) >= {"epoch", "train_loss", "val_accuracy", "time_s"}
+    assert 0 <= result["test_accuracy"] <= 1
+    captured = capsys.readouterr()
+    assert "test accuracy" in captured.out
+    assert "epoch    1/2" in captured.err  # progress on stderr
+
+
+def test_quiet_silences_progress(capsys):
+    assert main(["train", *TINY, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--fanouts", "5,0"], "--fanouts"),
+        (["--fanouts", "5,x"], "--fanouts"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--batch-size", "-3"], "--batch-size"),
+        (["--sampler", "bogus"], "--sampler"),
+        (["--epochs", "0"], "--epochs"),
+        (["--lr", "-1"], "--lr"),
+        (["--dropout", "1.5"], "--dropout"),
+    ],
+)
+def test_bad_options_fail_before_training(args, message, capsys):
+    code = None
+    try:
+        code = main(["train", *TINY, *args])
+    except SystemExit as e:  # argparse's own errors
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert "epoch " not in err  # nothing trained
+
+
+def test_bad_dataset_is_one_clear_line(tmp_path, capsys):
+    bad = tmp_path / "broken.zip"
+    bad.write_bytes(b"PK\x03\x04" + b"\x00" * 40)
+    assert main(["train", "--dataset", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "broken.zip" in err[0] and err[0].startswith("gns-jax: error:")
+    assert main(["train", "--dataset", "no_such_dataset"]) == 2
+    assert "no_such_dataset" in capsys.readouterr().err
+
+
+def test_nan_features_exit_non_zero_as_a_module(tmp_path):
+    n = 12
+    x = np.ones((n, 2), np.float32)
+    x[3, 0] = np.nan
+    path = tmp_path / "nan.npz"
+    masks = [np.arange(n) < 4, (np.arange(n) >= 4) & (np.arange(n) < 8), np.arange(n) >= 8]
+    np.savez(
+        path,
+        node_features=x,
+        node_labels=np.arange(n) % 2,
+        edges=np.array([[0, 1], [1, 2]]),
+        train_masks=masks[0][None],
+        val_masks=masks[1][None],
+        test_masks=masks[2][None],
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "gns_jax", "train", "--dataset", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "NaN" in proc.stderr and "nan.npz" in proc.stderr and "Traceback" not in proc.stderr

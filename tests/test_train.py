@@ -1,0 +1,132 @@
+import dataclasses
+import logging
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from gns_jax.features import FeatureLoader
+from gns_jax.instrument import CompileCounter, TransferMeter
+from gns_jax.sampling import NodeWiseSampler
+from gns_jax.train import (
+    FullGraph,
+    TrainConfig,
+    fit,
+    full_inference,
+    init_state,
+    make_optimizer,
+    make_train_step,
+    train_step,
+)
+
+CONFIG = TrainConfig(epochs=3, batch_size=16, fanouts=(4, 3), hidden=32, lr=0.01, seed=0)
+
+
+@pytest.fixture(scope="module")
+def step_inputs(tiny_dataset):
+    ds = tiny_dataset
+    tx = make_optimizer(CONFIG)
+    dims = (ds.num_features, CONFIG.hidden, ds.num_classes)
+    graphdef, state = init_state(jax.random.key(0), dims, CONFIG, tx)
+    sampler = NodeWiseSampler(ds.graph, tuple(reversed(CONFIG.fanouts)), CONFIG.batch_size)
+    loader = FeatureLoader(ds.features, TransferMeter())
+    labels = jnp.asarray(ds.labels)
+    batches = []
+    for b in range(3):
+        seeds = jnp.asarray(sampler.pad_seeds(ds.train_idx[b * 16 : (b + 1) * 16]))
+        batch = sampler.sample(jax.random.key(b), seeds)
+        x, _, _ = loader.load(batch.input_nodes)
+        batches.append((x, batch.blocks, batch.seeds))
+    return graphdef, tx, state, batches, labels
+
+
+def test_jit_matches_eager(step_inputs):
+    graphdef, tx, state, batches, labels = step_inputs
+    x, blocks, seeds = batches[0]
+    key = jax.random.key(7)
+    eager_state, eager_metrics = train_step(
+        state, x, blocks, seeds, labels, key, graphdef=graphdef, tx=tx
+    )
+    jitted = jax.jit(lambda *a: train_step(*a, graphdef=graphdef, tx=tx))
+    jit_state, jit_metrics = jitted(state, x, blocks, seeds, labels, key)
+    # float32 on the CPU: XLA may fuse differently from op-by-op execution.
+    np.testing.assert_allclose(eager_metrics["loss"], jit_metrics["loss"], rtol=1e-5, atol=1e-6)
+    for a, b in zip(jax.tree.leaves(eager_state.params), jax.tree.leaves(jit_state.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert int(jit_state.step) == 1
+
+
+def test_train_step_compiles_once(step_inputs, caplog):
+    graphdef, tx, state, batches, labels = step_inputs
+    counter = CompileCounter()
+    step = make_train_step(graphdef, tx, counter)
+    state = jax.tree.map(jnp.copy, state)  # the step donates its input state
+    key = jax.random.key(0)
+    state, _ = step(state, *batches[0], labels, key)
+    with jax.log_compiles(), caplog.at_level(logging.WARNING, logger="jax"):
+        for x, blocks, seeds in batches[1:] * 3:
+            state, _ = step(state, x, blocks, seeds, labels, key)
+        jax.block_until_ready(state)
+    compiled = [r for r in caplog.records if "train_step" in r.getMessage()]
+    assert not compiled, [r.getMessage() for r in compiled]
+    assert counter.count == 1
+
+
+def test_fit_compiles_the_step_once_and_is_deterministic(tiny_dataset):
+    config = dataclasses.replace(CONFIG, epochs=4)
+    a = fit(tiny_dataset, config, quiet=True)
+    b = fit(tiny_dataset, config, quiet=True)
+    assert a["compilations"] == 1  # one configuration, four epochs, three batches each
+    assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
+    c = fit(tiny_dataset, dataclasses.replace(config, seed=1), quiet=True)
+    assert [e["train_loss"] for e in a["epochs"]] != [e["train_loss"] for e in c["epochs"]]
+    assert a["cache_hit_rate"] == 0.0
+    assert a["h2d_rows_per_batch"] == a["input_nodes_per_batch"] > 0
+    # Bytes: the feature buffers (rows rounded up to a power of two) plus the seed ids.
+    row_bytes = tiny_dataset.num_features * 4
+    assert a["h2d_bytes_per_batch"] >= a["h2d_rows_per_batch"] * row_bytes
+
+
+def test_tiny_overfit(tiny_dataset):
+    config = TrainConfig(
+        epochs=60,
+        batch_size=16,
+        fanouts=(10, 10),
+        hidden=64,
+        lr=0.01,
+        weight_decay=0.0,
+        dropout=0.0,
+        feature_norm="none",
+    )
+    result = fit(tiny_dataset, config, quiet=True)
+    assert result["epochs"][-1]["train_accuracy"] >= 0.95
+    assert result["epochs"][-1]["train_loss"] < 0.2 * result["epochs"][0]["train_loss"]
+
+
+def test_full_neighbourhood_sampling_equals_exact_inference(tiny_dataset):
+    """With fan-outs >= the max degree, a sampled forward pass is the exact computation."""
+    ds = tiny_dataset
+    max_degree = int(ds.graph.degrees().max())
+    tx = make_optimizer(CONFIG)
+    graphdef, state = init_state(
+        jax.random.key(3), (ds.num_features, 16, 8, ds.num_classes), CONFIG, tx
+    )
+    exact = full_inference(
+        graphdef, state.params, jnp.asarray(ds.features), FullGraph.from_graph(ds.graph, chunk=512)
+    )
+    sampler = NodeWiseSampler(ds.graph, (max_degree,) * 3, batch_size=32)
+    seeds = ds.test_idx[:32]
+    batch = sampler.sample(jax.random.key(0), jnp.asarray(sampler.pad_seeds(seeds)))
+    x, _, _ = FeatureLoader(ds.features, TransferMeter()).load(batch.input_nodes)
+    from flax import nnx
+
+    logits = nnx.merge(graphdef, state.params)(x, batch.blocks)
+    # float32 sums in different orders: rtol/atol for float32 against float32 on the CPU.
+    np.testing.assert_allclose(logits[: seeds.size], exact[seeds], rtol=1e-4, atol=1e-5)
+
+
+def test_fit_runs_without_implicit_transfers(tiny_dataset):
+    with jax.transfer_guard_host_to_device("disallow"):
+        result = fit(tiny_dataset, dataclasses.replace(CONFIG, epochs=2), quiet=True)
+    assert result["compilations"] == 1
