@@ -32,6 +32,16 @@ def _int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def _min_max(text: str) -> tuple[int, int]:
+    try:
+        lo, hi = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN,MAX such as 0,10, got '{text}'") from None
+    if lo < 0 or hi < 1 or lo > hi:
+        raise argparse.ArgumentTypeError(f"need 0 <= MIN <= MAX and MAX >= 1, got '{text}'")
+    return lo, hi
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -44,6 +54,8 @@ def _positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from gns_jax import __version__
+    from gns_jax.cache import DISTRIBUTIONS
+    from gns_jax.sampling.gns import WEIGHTS
     from gns_jax.train import SAMPLERS, TrainConfig
 
     defaults = TrainConfig()
@@ -80,9 +92,39 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--dropout", type=float, default=defaults.dropout)
     train.add_argument(
         "--feature-norm",
-        choices=("row", "none"),
+        choices=("auto", "row", "none"),
         default=defaults.feature_norm,
-        help="row: divide each feature row by its L1 norm",
+        help="row: divide each feature row by its L1 norm; auto: row for Planetoid datasets "
+        "(Kipf & Welling's convention), none otherwise",
+    )
+    gns = train.add_argument_group("GNS (--sampler gns)")
+    gns.add_argument(
+        "--cache-fraction",
+        type=float,
+        default=defaults.cache_fraction,
+        help="cache draws m = ceil(F * num_nodes), with replacement, deduplicated",
+    )
+    gns.add_argument(
+        "--cache-refresh", type=int, default=defaults.cache_refresh, help="redraw every R epochs"
+    )
+    gns.add_argument("--cache-dist", choices=DISTRIBUTIONS, default=defaults.cache_dist)
+    gns.add_argument(
+        "--input-fanout",
+        type=_min_max,
+        default=defaults.input_fanout,
+        help="MIN,MAX neighbours of the input layer, taken from the cache first",
+    )
+    gns.add_argument(
+        "--cache-first",
+        action="store_true",
+        help="upper layers take cached neighbours first and fill up uniformly from the rest",
+    )
+    gns.add_argument(
+        "--gns-weights",
+        choices=WEIGHTS,
+        default=defaults.gns_weights,
+        help="input-layer weights: ht (unbiased Horvitz-Thompson), minimum (the official "
+        "code's biased q_v), none (plain mean)",
     )
     train.add_argument("--seed", type=int, default=defaults.seed)
     train.add_argument(
@@ -127,6 +169,12 @@ def run_train(args: argparse.Namespace) -> dict:
         feature_norm=args.feature_norm,
         seed=args.seed,
         eval_every=args.eval_every,
+        cache_fraction=args.cache_fraction,
+        cache_refresh=args.cache_refresh,
+        cache_dist=args.cache_dist,
+        input_fanout=tuple(args.input_fanout),
+        cache_first=args.cache_first,
+        gns_weights=args.gns_weights,
     ).validate()
     split_seed = args.seed if args.split_seed is None else args.split_seed
     if args.out is not None:
@@ -169,6 +217,7 @@ def run_train(args: argparse.Namespace) -> dict:
         f"{out['test_accuracy']:.4f} (best validation {out['val_accuracy']:.4f} at epoch "
         f"{out['best_epoch'] + 1}), epoch {out['epoch_time_s']:.3f}s, "
         f"{out['h2d_rows_per_batch']:,.0f} rows host->device per batch"
+        + (f" (cache hit rate {out['cache_hit_rate']:.3f})" if config.sampler == "gns" else "")
     )
     return out
 

@@ -29,12 +29,20 @@ import numpy as np
 import optax
 from flax import nnx
 
+from gns_jax.cache import (
+    DISTRIBUTIONS,
+    build_device_cache,
+    cache_distribution,
+    cache_size,
+    draw_cache,
+)
 from gns_jax.datasets import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, normalize_rows
 from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
 from gns_jax.models import GraphSAGE
 from gns_jax.sampling.blocks import Block
+from gns_jax.sampling.gns import WEIGHTS, GNSSampler
 from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
@@ -49,8 +57,8 @@ __all__ = [
     "train_step",
 ]
 
-_SHUFFLE, _SAMPLE, _DROPOUT, _INIT = 0, 1, 2, 3  # stream ids; never reuse one for two purposes
-SAMPLERS = ("ns",)
+_SHUFFLE, _SAMPLE, _DROPOUT, _INIT, _CACHE = 0, 1, 2, 3, 4  # stream ids, one per purpose
+SAMPLERS = ("gns", "ns")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +69,7 @@ class TrainConfig:
     (PyG's ``num_neighbors`` order); the model has ``len(fanouts)`` layers.
     """
 
-    sampler: str = "ns"
+    sampler: str = "gns"
     epochs: int = 100
     batch_size: int = 1000
     fanouts: tuple[int, ...] = (15, 10, 5)
@@ -69,9 +77,15 @@ class TrainConfig:
     lr: float = 0.003
     weight_decay: float = 5e-4
     dropout: float = 0.5
-    feature_norm: str = "row"
+    feature_norm: str = "auto"
     seed: int = 0
     eval_every: int = 1
+    cache_fraction: float = 0.01
+    cache_refresh: int = 1
+    cache_dist: str = "degree"
+    input_fanout: tuple[int, int] = (0, 10)
+    cache_first: bool = False
+    gns_weights: str = "ht"
 
     def validate(self) -> TrainConfig:
         """Raises ConfigError naming the option when a value is impossible."""
@@ -95,8 +109,24 @@ class TrainConfig:
             raise ConfigError(f"--weight-decay: must be >= 0, got {self.weight_decay}")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"--dropout: must lie in [0, 1), got {self.dropout}")
-        if self.feature_norm not in ("row", "none"):
-            raise ConfigError(f"--feature-norm: 'row' or 'none', got '{self.feature_norm}'")
+        if self.feature_norm not in ("auto", "row", "none"):
+            raise ConfigError(f"--feature-norm: auto, row or none, got '{self.feature_norm}'")
+        cache_size(self.cache_fraction, 1)  # validates the fraction
+        if int(self.cache_refresh) < 1:
+            raise ConfigError(
+                f"--cache-refresh: must be a positive integer, got {self.cache_refresh}"
+            )
+        if self.cache_dist not in DISTRIBUTIONS:
+            raise ConfigError(
+                f"--cache-dist: unknown distribution '{self.cache_dist}' (known: {DISTRIBUTIONS})"
+            )
+        lo, hi = self.input_fanout
+        if lo < 0 or hi < 1 or lo > hi:
+            raise ConfigError(
+                f"--input-fanout: need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
+            )
+        if self.gns_weights not in WEIGHTS:
+            raise ConfigError(f"--gns-weights: unknown '{self.gns_weights}' (known: {WEIGHTS})")
         return self
 
 
@@ -245,21 +275,41 @@ def _progress(quiet: bool, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
+def _feature_norm(dataset: Dataset, config: TrainConfig) -> str:
+    if config.feature_norm != "auto":
+        return config.feature_norm
+    # Kipf & Welling's Planetoid convention: row-normalised bag-of-words. Other data as stored.
+    return "row" if dataset.split == "planetoid" else "none"
+
+
+def make_sampler(dataset: Dataset, config: TrainConfig, batch_size: int):
+    """The sampler of ``config.sampler`` (fan-outs turned input layer first)."""
+    fanouts = tuple(reversed(config.fanouts))
+    if config.sampler == "ns":
+        return NodeWiseSampler(dataset.graph, fanouts, batch_size)
+    return GNSSampler(
+        dataset.graph,
+        fanouts,
+        batch_size,
+        cache_size(config.cache_fraction, dataset.num_nodes),
+        input_fanout=config.input_fanout,
+        cache_first_upper=config.cache_first,
+        weights=config.gns_weights,
+    )
+
+
 def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[str, Any]:
     """Trains and evaluates; returns the JSON-ready results of DESIGN.md section 5.
 
     Test accuracy is reported at the epoch of best validation accuracy (ties: the earliest).
     """
     config.validate()
-    if config.batch_size > dataset.train_idx.shape[0]:
-        batch_size = dataset.train_idx.shape[0]  # one batch holds the whole training set
-    else:
-        batch_size = config.batch_size
+    batch_size = min(config.batch_size, dataset.train_idx.shape[0])  # one batch may hold all
     features = dataset.features
-    if config.feature_norm == "row":
+    if _feature_norm(dataset, config) == "row":
         features = normalize_rows(features)
     meter = TransferMeter()
-    sampler = NodeWiseSampler(dataset.graph, tuple(reversed(config.fanouts)), batch_size)
+    sampler = make_sampler(dataset, config, batch_size)
     loader = FeatureLoader(features, meter)
     labels = meter.put(dataset.labels, tag="labels")
     splits = meter.put(
@@ -267,6 +317,15 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
     )
     full_graph = FullGraph.from_graph(dataset.graph, meter)
     x_all = meter.put(features, tag="eval")
+    use_cache = config.sampler == "gns"
+    if use_cache:
+        probs = cache_distribution(
+            dataset.graph,
+            config.cache_dist,
+            train_idx=dataset.train_idx,
+            num_steps=len(config.fanouts),
+        )
+        num_draws = cache_size(config.cache_fraction, dataset.num_nodes)
 
     tx = make_optimizer(config)
     dims = (
@@ -286,12 +345,22 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
 
     history, best = [], {"val": -1.0, "test": 0.0, "epoch": -1}
     rows_moved, batches, input_nodes = 0, 0, 0
+    refresh_s, cache, cached_nodes = [], None, []
     feature_bytes_before = meter.bytes_by_tag["features"]
     watch = Stopwatch()
     train_idx = dataset.train_idx
     num_batches = -(-train_idx.shape[0] // batch_size)
     for epoch in range(config.epochs):
         start = time.perf_counter()
+        if use_cache and epoch % config.cache_refresh == 0:
+            rng = np.random.default_rng([config.seed, _CACHE, epoch])
+            snapshot = draw_cache(rng, probs, num_draws)
+            cache, _ = build_device_cache(
+                dataset.graph, features, snapshot, put=functools.partial(meter.put, tag="cache")
+            )
+            jax.block_until_ready(cache)
+            refresh_s.append(time.perf_counter() - start)
+            cached_nodes.append(snapshot.num_cached)
         order = np.random.default_rng([config.seed, _SHUFFLE, epoch]).permutation(train_idx)
         losses = []
         for b in range(num_batches):
@@ -302,10 +371,14 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
                 ),
                 tag="structure",
             )
+            batch_key = jax.random.fold_in(sample_key, counter_t)
             with watch("sample"):
-                batch = sampler.sample(jax.random.fold_in(sample_key, counter_t), seeds)
+                if use_cache:
+                    batch = sampler.sample(batch_key, seeds, cache)
+                else:
+                    batch = sampler.sample(batch_key, seeds)
             with watch("gather"):
-                x, num_rows, _ = loader.load(batch.input_nodes)
+                x, num_inputs, num_rows = loader.load(batch.input_nodes, cache)
             overflow = np.asarray(jax.device_get(batch.overflow))
             if overflow.any():
                 raise RuntimeError(
@@ -313,7 +386,7 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
                     "(a bug: the budget is the worst case)"
                 )
             rows_moved += num_rows
-            input_nodes += num_rows
+            input_nodes += num_inputs
             batches += 1
             with watch("step"):
                 state, metrics = step(state, x, batch.blocks, batch.seeds, labels, dropout_key)
@@ -353,9 +426,14 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
         "input_nodes_per_batch": input_nodes / batches,
         "h2d_rows_per_batch": rows_moved / batches,
         "h2d_bytes_per_batch": (feature_bytes + structure_bytes) / batches,
-        "cache_hit_rate": 0.0,
+        "cache_hit_rate": 1.0 - rows_moved / max(input_nodes, 1) if use_cache else 0.0,
+        "cache_refresh_s": float(np.median(refresh_s)) if refresh_s else 0.0,
+        "cache_refreshes": len(refresh_s),
+        "cache_nodes": float(np.mean(cached_nodes)) if cached_nodes else 0.0,
+        "cache_bytes_per_refresh": meter.bytes_by_tag["cache"] / max(len(refresh_s), 1),
         "compilations": counter.count,
         "assemble_compilations": loader.compiles.count,
         "time_split_s": {k: v / batches for k, v in watch.seconds.items()},
         "batch_size": batch_size,
+        "feature_norm": _feature_norm(dataset, config),
     }

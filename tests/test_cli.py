@@ -46,7 +46,8 @@ def test_train_writes_the_json_contract(tmp_path, capsys):
     assert main(["train", *TINY, "--out", str(out)]) == 0
     result = json.loads(out.read_text())
     assert KEYS <= set(result)
-    assert result["sampler"] == "ns" and result["compilations"] == 1
+    assert result["sampler"] == "gns" and result["compilations"] == 1  # GNS is the default
+    assert 0 <= result["cache_hit_rate"] <= 1 and result["cache_refreshes"] == 2
     assert result["config"]["fanouts"] == [4, 3]
     assert len(result["epochs"]) == 2
     assert set(result["epochs"][0]) >= {"epoch", "train_loss", "val_accuracy", "time_s"}

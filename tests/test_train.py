@@ -20,7 +20,9 @@ from gns_jax.train import (
     train_step,
 )
 
-CONFIG = TrainConfig(epochs=3, batch_size=16, fanouts=(4, 3), hidden=32, lr=0.01, seed=0)
+CONFIG = TrainConfig(
+    sampler="ns", epochs=3, batch_size=16, fanouts=(4, 3), hidden=32, lr=0.01, seed=0
+)
 
 
 @pytest.fixture(scope="module")
@@ -83,13 +85,14 @@ def test_fit_compiles_the_step_once_and_is_deterministic(tiny_dataset):
     assert [e["train_loss"] for e in a["epochs"]] != [e["train_loss"] for e in c["epochs"]]
     assert a["cache_hit_rate"] == 0.0
     assert a["h2d_rows_per_batch"] == a["input_nodes_per_batch"] > 0
-    # Bytes: the feature buffers (rows rounded up to a power of two) plus the seed ids.
+    # Bytes: the feature buffers (rows rounded up to a bucket) plus the seed ids.
     row_bytes = tiny_dataset.num_features * 4
     assert a["h2d_bytes_per_batch"] >= a["h2d_rows_per_batch"] * row_bytes
 
 
 def test_tiny_overfit(tiny_dataset):
     config = TrainConfig(
+        sampler="ns",
         epochs=60,
         batch_size=16,
         fanouts=(10, 10),

@@ -22,7 +22,14 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-__all__ = ["Block", "Budget", "MiniBatch", "block_from_graphs_tuple", "block_to_graphs_tuple"]
+__all__ = [
+    "Block",
+    "Budget",
+    "MiniBatch",
+    "block_from_graphs_tuple",
+    "block_to_graphs_tuple",
+    "pad_seeds",
+]
 
 
 class Block(NamedTuple):
@@ -110,6 +117,21 @@ class Budget(NamedTuple):
             max_src.append(max_dst + min((max_dst - 1) * fanout, num_nodes) + 1)
             max_dst = max_src[-1]
         return cls(batch_size + 1, tuple(reversed(max_src)), tuple(reversed(max_edges)))
+
+
+def pad_seeds(seeds: np.ndarray, budget: Budget) -> np.ndarray:
+    """Host-side: pads ``seeds`` to ``budget.max_seeds`` with -1 (the last slot stays a dummy).
+
+    Raises ConfigError when there are more seeds than the batch size or a seed repeats.
+    """
+    from gns_jax.errors import ConfigError
+
+    seeds = np.asarray(seeds, dtype=np.int32)
+    if seeds.shape[0] > budget.max_seeds - 1:
+        raise ConfigError(f"{seeds.shape[0]} seeds exceed the batch size {budget.max_seeds - 1}")
+    out = np.full(budget.max_seeds, -1, dtype=np.int32)
+    out[: seeds.shape[0]] = seeds
+    return out
 
 
 def block_to_graphs_tuple(block: Block) -> jraph.GraphsTuple:

@@ -22,12 +22,13 @@ import numpy as np
 
 from gns_jax.errors import ConfigError, GraphError
 from gns_jax.graph import CSRGraph
-from gns_jax.sampling.blocks import Block, Budget, MiniBatch
+from gns_jax.sampling.blocks import Block, Budget, MiniBatch, pad_seeds
 
 __all__ = [
     "DeviceTopology",
     "NodeWiseSampler",
     "expand_layer",
+    "make_block",
     "relabel",
     "sample_without_replacement",
 ]
@@ -149,6 +150,35 @@ def relabel(
     return src_nodes.astype(jnp.int32), senders, jnp.maximum(num_new - max_new, 0)
 
 
+def make_block(
+    num_nodes: int,
+    dst: jax.Array,
+    nbrs: jax.Array,
+    edge_mask: jax.Array,
+    weight: jax.Array,
+    max_src: int,
+) -> tuple[Block, jax.Array]:
+    """Relabels sampled ``[max_dst, width]`` neighbours into a padded :class:`Block`. Jittable.
+
+    Returns the block and the number of nodes that did not fit ``max_src`` (their edges become
+    padding; a non-zero count marks the batch invalid).
+    """
+    max_dst = dst.shape[0]
+    src_nodes, senders, overflow = relabel(
+        num_nodes, dst, nbrs, edge_mask, max_new=max_src - max_dst - 1
+    )
+    kept = edge_mask & (senders < max_src - 1)
+    receivers = jnp.broadcast_to(jnp.arange(max_dst, dtype=jnp.int32)[:, None], nbrs.shape)
+    block = Block(
+        src_nodes=src_nodes,
+        senders=jnp.where(kept, senders, max_src - 1).reshape(-1),
+        receivers=jnp.where(kept, receivers, max_dst - 1).reshape(-1),
+        edge_weight=jnp.where(kept, weight, 0.0).reshape(-1).astype(jnp.float32),
+        dst_mask=dst >= 0,
+    )
+    return block, overflow
+
+
 def sample_blocks(
     key: jax.Array,
     topology: DeviceTopology,
@@ -158,30 +188,17 @@ def sample_blocks(
     budget: Budget,
 ) -> MiniBatch:
     """Samples one mini-batch rooted at ``seeds`` (int32 ``[max_seeds]``, -1 padded). Jittable."""
-    num_nodes = topology.num_nodes
     dst = seeds
     blocks, overflow = [], []
     keys = jax.random.split(key, len(fanouts))
     for layer in reversed(range(len(fanouts))):  # output layer first
-        fanout, max_src = fanouts[layer], budget.max_src[layer]
-        max_dst = dst.shape[0]
-        nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, fanout)
-        src_nodes, senders, over = relabel(
-            num_nodes, dst, nbrs, edge_mask, max_new=max_src - max_dst - 1
+        nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, fanouts[layer])
+        block, over = make_block(
+            topology.num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer]
         )
+        blocks.append(block)
         overflow.append(over)
-        kept = edge_mask & (senders < max_src - 1)
-        receivers = jnp.broadcast_to(jnp.arange(max_dst, dtype=jnp.int32)[:, None], nbrs.shape)
-        blocks.append(
-            Block(
-                src_nodes=src_nodes,
-                senders=jnp.where(kept, senders, max_src - 1).reshape(-1),
-                receivers=jnp.where(kept, receivers, max_dst - 1).reshape(-1),
-                edge_weight=jnp.where(kept, weight, 0.0).reshape(-1),
-                dst_mask=dst >= 0,
-            )
-        )
-        dst = src_nodes
+        dst = block.src_nodes
     return MiniBatch(
         blocks=tuple(reversed(blocks)),
         seeds=seeds,
@@ -233,12 +250,7 @@ class NodeWiseSampler:
 
     def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
         """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
-        seeds = np.asarray(seeds, dtype=np.int32)
-        if seeds.shape[0] > self.budget.max_seeds - 1:
-            raise ConfigError(f"{seeds.shape[0]} seeds exceed batch size {self.batch_size}")
-        out = np.full(self.budget.max_seeds, -1, dtype=np.int32)
-        out[: seeds.shape[0]] = seeds
-        return out
+        return pad_seeds(seeds, self.budget)
 
     def sample(self, key: jax.Array, seeds: jax.Array) -> MiniBatch:
         """Samples a batch; ``seeds`` as returned by :meth:`pad_seeds` (host or device)."""

@@ -1,0 +1,208 @@
+"""The GNS global cache: distributions, the draw, inclusion probabilities, and its device arrays.
+
+Host part (NumPy): :func:`cache_distribution` gives the sampling distribution ``p`` over nodes
+(degree-proportional, uniform, or the random-walk visit probability from the training nodes);
+:func:`draw_cache` draws ``m = ceil(cache_fraction * num_nodes)`` nodes **with replacement** from
+``p`` and keeps the distinct ones, so that the inclusion probability is exactly
+
+    pi_u = P(u in C) = 1 - (1 - p_u)^m
+
+(GNS.md section 1.2 (b); the importance weights rely on it). Device part: :class:`DeviceCache`
+holds, on the accelerator, the cached ids, ``slot_of`` for every node (``m`` = not cached), ``pi``,
+the cached feature rows plus one zero dummy row, and the cached-neighbour adjacency (CSR of the
+edges whose source is cached) that the GNS sampler draws the input layer from, plus the complement
+(edges from non-cached sources) for cache-first upper layers. Every shape depends only on the
+graph and ``m``, never on how many draws were duplicates, so a refresh never recompiles anything.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from gns_jax.errors import ConfigError
+from gns_jax.graph import CSRGraph
+
+__all__ = [
+    "DISTRIBUTIONS",
+    "CacheSnapshot",
+    "DeviceCache",
+    "build_device_cache",
+    "cache_distribution",
+    "cache_size",
+    "draw_cache",
+    "inclusion_probability",
+]
+
+DISTRIBUTIONS = ("degree", "uniform", "random-walk")
+
+
+def cache_size(cache_fraction: float, num_nodes: int) -> int:
+    """``m = ceil(cache_fraction * num_nodes)``, the number of draws; validates the fraction."""
+    if not (0 < cache_fraction <= 1) or math.isnan(cache_fraction):
+        raise ConfigError(f"--cache-fraction must lie in (0, 1], got {cache_fraction}")
+    return max(1, math.ceil(cache_fraction * num_nodes))
+
+
+def cache_distribution(
+    graph: CSRGraph,
+    kind: str = "degree",
+    *,
+    train_idx: np.ndarray | None = None,
+    num_steps: int = 3,
+) -> np.ndarray:
+    """The cache sampling distribution ``p`` (float64 ``[num_nodes]``, sums to 1). Host-side.
+
+    Args:
+      kind: ``degree`` (``p_u ∝ d_u``, the paper's default), ``uniform``, or ``random-walk``:
+        start from ``1/|train|`` on the training nodes and run ``num_steps`` steps of
+        ``p <- sum_{u in N(v)} p_u / d_u + p_v``, renormalised each step (the alternative in the
+        official code, GNS.md section 1.2 (a)).
+    """
+    n = graph.num_nodes
+    degree = graph.degrees().astype(np.float64)
+    if kind == "degree":
+        p = degree.copy()
+        if p.sum() == 0:
+            p[:] = 1.0
+    elif kind == "uniform":
+        p = np.ones(n)
+    elif kind == "random-walk":
+        if train_idx is None or len(train_idx) == 0:
+            raise ConfigError("--cache-dist random-walk needs training nodes")
+        p = np.zeros(n)
+        p[train_idx] = 1.0 / len(train_idx)
+        senders, receivers = graph.edges()
+        inv_degree = 1.0 / np.maximum(degree, 1.0)
+        for _ in range(num_steps):
+            p = np.bincount(receivers, weights=(p * inv_degree)[senders], minlength=n) + p
+            p /= p.sum()
+    else:
+        raise ConfigError(f"--cache-dist: unknown distribution '{kind}' (known: {DISTRIBUTIONS})")
+    return p / p.sum()
+
+
+def inclusion_probability(p: np.ndarray, num_draws: int) -> np.ndarray:
+    """``pi_u = 1 - (1 - p_u)^m``, computed as ``-expm1(m log1p(-p_u))`` for accuracy."""
+    with np.errstate(divide="ignore"):
+        return -np.expm1(num_draws * np.log1p(-np.minimum(p, 1.0)))
+
+
+class CacheSnapshot(NamedTuple):
+    """One draw of the cache, on the host.
+
+    Attributes:
+      node_ids: int32 ``[m]`` distinct cached ids, ascending, then ``-1`` padding.
+      num_cached: how many distinct nodes were drawn (``<= m``).
+      slot_of: int32 ``[num_nodes]``; the row of each node in the device cache, ``m`` if not cached.
+      inclusion_prob: float64 ``[num_nodes]``, ``pi_u`` under the draw actually used.
+    """
+
+    node_ids: np.ndarray
+    num_cached: int
+    slot_of: np.ndarray
+    inclusion_prob: np.ndarray
+
+
+def draw_cache(rng: np.random.Generator, p: np.ndarray, num_draws: int) -> CacheSnapshot:
+    """Draws ``num_draws`` nodes i.i.d. from ``p`` and keeps the distinct ones. Host-side."""
+    n = p.shape[0]
+    draws = rng.choice(n, size=num_draws, replace=True, p=p)
+    distinct = np.unique(draws).astype(np.int32)
+    node_ids = np.full(num_draws, -1, dtype=np.int32)
+    node_ids[: distinct.size] = distinct
+    slot_of = np.full(n, num_draws, dtype=np.int32)
+    slot_of[distinct] = np.arange(distinct.size, dtype=np.int32)
+    return CacheSnapshot(node_ids, int(distinct.size), slot_of, inclusion_probability(p, num_draws))
+
+
+class DeviceCache(NamedTuple):
+    """The cache on the accelerator; shapes depend only on the graph and ``m``.
+
+    Attributes:
+      node_ids: int32 ``[m]`` cached ids (``-1`` padding).
+      slot_of: int32 ``[num_nodes + 1]``; ``m`` (the dummy row) if not cached; the extra last
+        entry is for padding ids so that gathers need no branch.
+      inclusion_prob: float32 ``[num_nodes]``, ``pi_u``.
+      features: float32 ``[m + 1, F]`` cached feature rows; rows of padding and the last (dummy)
+        row are zero.
+      cached_indptr, cached_indices: CSR of ``N_C(v)``, the cached in-neighbours of every node
+        (int32 ``[num_nodes + 1]`` and ``[max_cached_edges]``, padded with 0).
+      other_indptr, other_indices: CSR of the non-cached in-neighbours (int32 ``[num_nodes + 1]``
+        and ``[num_edges]``), for cache-first upper layers.
+    """
+
+    node_ids: jax.Array
+    slot_of: jax.Array
+    inclusion_prob: jax.Array
+    features: jax.Array
+    cached_indptr: jax.Array
+    cached_indices: jax.Array
+    other_indptr: jax.Array
+    other_indices: jax.Array
+
+    @property
+    def size(self) -> int:
+        """``m``, the static number of cache slots (also the index of the dummy row)."""
+        return self.node_ids.shape[0]
+
+
+def max_cached_edges(graph: CSRGraph, num_draws: int) -> int:
+    """Exact bound on the edges from cached sources: the ``m`` largest degrees summed."""
+    degree = graph.degrees()
+    m = min(num_draws, degree.shape[0])
+    top = np.partition(degree, degree.shape[0] - m)[degree.shape[0] - m :] if m else degree[:0]
+    return max(1, int(top.sum()))
+
+
+def _split_csr(graph: CSRGraph, keep: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sub-CSR of the edges where ``keep`` holds, with ``indices`` padded to ``capacity``."""
+    kept_before = np.zeros(keep.shape[0] + 1, dtype=np.int64)
+    np.cumsum(keep, out=kept_before[1:])
+    indptr = kept_before[graph.indptr].astype(np.int32)
+    chosen = graph.indices[keep]
+    if chosen.size > capacity:  # cannot happen with max_cached_edges; guard the invariant
+        raise ValueError(f"{chosen.size} cached edges exceed the capacity {capacity}")
+    indices = np.zeros(capacity, dtype=np.int32)
+    indices[: chosen.size] = chosen
+    return indptr, indices
+
+
+def build_device_cache(
+    graph: CSRGraph,
+    features: np.ndarray,
+    snapshot: CacheSnapshot,
+    *,
+    put=jax.device_put,
+    edge_capacity: int | None = None,
+) -> tuple[DeviceCache, float]:
+    """Builds the device arrays of a snapshot; returns them and the host build time in seconds.
+
+    Args:
+      put: how arrays reach the device (``TransferMeter.put`` with a tag, to count bytes).
+      edge_capacity: size of ``cached_indices``; default :func:`max_cached_edges`.
+    """
+    start = time.perf_counter()
+    m = snapshot.node_ids.shape[0]
+    capacity = edge_capacity or max_cached_edges(graph, m)
+    cached = snapshot.slot_of[graph.indices] < m
+    cached_indptr, cached_indices = _split_csr(graph, cached, capacity)
+    other_indptr, other_indices = _split_csr(graph, ~cached, max(1, graph.num_edges))
+    rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
+    rows[: snapshot.num_cached] = features[snapshot.node_ids[: snapshot.num_cached]]
+    host = DeviceCache(
+        node_ids=snapshot.node_ids,
+        slot_of=np.append(snapshot.slot_of, np.int32(m)),
+        inclusion_prob=snapshot.inclusion_prob.astype(np.float32),
+        features=rows,
+        cached_indptr=cached_indptr,
+        cached_indices=cached_indices,
+        other_indptr=other_indptr,
+        other_indices=other_indices,
+    )
+    build_s = time.perf_counter() - start
+    return put(host), build_s

@@ -1,0 +1,254 @@
+"""Global Neighbor Sampling (Dong et al., KDD 2021, arXiv:2106.06150). Jitted JAX, fixed shapes.
+
+Per layer a minimum and a maximum fan-out ``(min_l, max_l)``. A cache-first layer takes up to
+``max_l`` neighbours uniformly from the cached ones ``N_C(v) = N(v) ∩ C`` and, when fewer than
+``min_l`` were found, tops up uniformly from the non-cached ones; a uniform layer takes
+``min(max_l, d_v)`` neighbours uniformly from all of ``N(v)`` (node-wise sampling).
+
+Defaults, as in the official code's final version (GNS.md section 1.2 (e)): the input layer is
+cache-first with ``(0, 10)``, i.e. between 0 and 10 neighbours, all from the cache; the layers above
+take exactly their fan-out uniformly from all neighbours (``cache_first_upper=True`` makes them
+cache-first with ``(K, K)``, the ablation of GNS.md section 5, question 3).
+
+Input-layer edge weights (``weights=``):
+
+* ``"ht"`` (default): the Horvitz-Thompson weight ``w_uv = 1 / (d_v * pi_u * q_v)`` with
+  ``pi_u = 1 - (1 - p_u)^m`` the cache-inclusion probability and ``q_v = min(1, K / |N_C(v)|)``
+  computed from the realised cache (generation 1 of the official code, with the correct ``max``;
+  C-test). Then ``E[sum_u w_uv x_u] = mean_{u in N(v)} x_u`` exactly (GNS.md section 2.2, item 1).
+* ``"minimum"``: the same with the bug of C-new/C-ynew, ``q_v = K / min(|N_C(v)|, K)``; it scales
+  each aggregate by ``min(|N_C|, K) / max(|N_C|, K)`` and is biased (kept for ablations).
+* ``"none"``: the plain mean ``1/k`` over the ``k`` sampled cached neighbours (no importance
+  sampling, as C-ya effectively ran).
+
+Upper layers always carry the mean coefficient ``1/k``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from gns_jax.cache import DeviceCache
+from gns_jax.errors import ConfigError
+from gns_jax.graph import CSRGraph
+from gns_jax.sampling.blocks import Budget, MiniBatch, pad_seeds
+from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
+
+__all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
+
+WEIGHTS = ("ht", "minimum", "none")
+
+
+def cache_first_layer(
+    key: jax.Array,
+    cache: DeviceCache,
+    dst: jax.Array,
+    min_fanout: int,
+    max_fanout: int,
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Up to ``max_fanout`` cached neighbours, topped up to ``min_fanout`` from the rest. Jittable.
+
+    Returns ``(nbrs, edge_mask, num_cached_nbrs, from_cache)``: ``[max_dst, width]`` neighbour ids
+    and mask with ``width = max(min_fanout, max_fanout)``, ``|N_C(v)|`` per destination, and
+    whether each pick came from the cache.
+    """
+    cached = DeviceTopology(cache.cached_indptr, cache.cached_indices)
+    width = max(min_fanout, max_fanout)
+    valid = dst >= 0
+    safe = jnp.where(valid, dst, 0)
+    num_cached = jnp.where(valid, cached.indptr[safe + 1] - cached.indptr[safe], 0)
+    key_c, key_o = jax.random.split(key)
+    if max_fanout > 0:
+        nbrs_c, mask_c, _ = expand_layer(key_c, cached, dst, max_fanout)
+    else:
+        nbrs_c = jnp.full((dst.shape[0], 0), -1, jnp.int32)
+        mask_c = jnp.zeros((dst.shape[0], 0), bool)
+    take_c = jnp.sum(mask_c, axis=1, dtype=jnp.int32)
+    cols = jnp.arange(width, dtype=jnp.int32)[None, :]
+    pad = width - nbrs_c.shape[1]
+    nbrs_c = jnp.pad(nbrs_c, ((0, 0), (0, pad)), constant_values=-1)
+    mask_c = jnp.pad(mask_c, ((0, 0), (0, pad)))
+    if min_fanout == 0:
+        return nbrs_c, mask_c, num_cached, mask_c
+    other = DeviceTopology(cache.other_indptr, cache.other_indices)
+    nbrs_o, mask_o, _ = expand_layer(key_o, other, dst, min_fanout)
+    shortfall = jnp.maximum(min_fanout - take_c, 0)
+    # Column c of the row holds the c-th cached pick, then the (c - take_c)-th top-up pick.
+    index_o = jnp.clip(cols - take_c[:, None], 0, min_fanout - 1)
+    picked_o = jnp.take_along_axis(nbrs_o, index_o, axis=1)
+    ok_o = jnp.take_along_axis(mask_o, index_o, axis=1) & (
+        cols - take_c[:, None] < shortfall[:, None]
+    )
+    use_o = (cols >= take_c[:, None]) & ok_o
+    nbrs = jnp.where(mask_c, nbrs_c, jnp.where(use_o, picked_o, -1))
+    return nbrs, mask_c | use_o, num_cached, mask_c
+
+
+def input_weights(
+    kind: str,
+    cache: DeviceCache,
+    topology: DeviceTopology,
+    dst: jax.Array,
+    nbrs: jax.Array,
+    edge_mask: jax.Array,
+    num_cached: jax.Array,
+    max_fanout: int,
+) -> jax.Array:
+    """Input-layer coefficients for the sampled ``[max_dst, width]`` edges (see module docs)."""
+    take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
+    if kind == "none":
+        return jnp.where(edge_mask, 1.0 / jnp.maximum(take, 1.0), 0.0)
+    safe = jnp.where(dst >= 0, dst, 0)
+    degree = (topology.indptr[safe + 1] - topology.indptr[safe]).astype(jnp.float32)[:, None]
+    n_c = num_cached.astype(jnp.float32)[:, None]
+    k = jnp.float32(max_fanout)
+    if kind == "ht":
+        q = jnp.minimum(1.0, k / jnp.maximum(n_c, 1.0))  # K / max(|N_C|, K)
+    elif kind == "minimum":
+        q = k / jnp.maximum(jnp.minimum(n_c, k), 1.0)  # the C-new bug: K / min(|N_C|, K)
+    else:
+        raise ValueError(kind)
+    pi = cache.inclusion_prob[jnp.where(edge_mask, nbrs, 0)]
+    weight = 1.0 / (jnp.maximum(degree, 1.0) * jnp.maximum(pi, 1e-30) * q)
+    return jnp.where(edge_mask, weight, 0.0)
+
+
+def sample_gns_blocks(
+    key: jax.Array,
+    topology: DeviceTopology,
+    cache: DeviceCache,
+    seeds: jax.Array,
+    *,
+    min_fanouts: tuple[int, ...],
+    max_fanouts: tuple[int, ...],
+    cache_first: tuple[bool, ...],
+    weights: str,
+    budget: Budget,
+) -> MiniBatch:
+    """One GNS mini-batch rooted at ``seeds``; fan-out tuples input layer first. Jittable."""
+    dst = seeds
+    blocks, overflow = [], []
+    keys = jax.random.split(key, len(max_fanouts))
+    for layer in reversed(range(len(max_fanouts))):  # output layer first
+        lo, hi = min_fanouts[layer], max_fanouts[layer]
+        if cache_first[layer]:
+            nbrs, edge_mask, num_cached, _ = cache_first_layer(keys[layer], cache, dst, lo, hi)
+            if layer == 0:
+                weight = input_weights(
+                    weights, cache, topology, dst, nbrs, edge_mask, num_cached, hi
+                )
+            else:
+                take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
+                weight = jnp.where(edge_mask, 1.0 / jnp.maximum(take, 1.0), 0.0)
+        else:
+            nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, hi)
+        block, over = make_block(
+            topology.num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer]
+        )
+        blocks.append(block)
+        overflow.append(over)
+        dst = block.src_nodes
+    return MiniBatch(
+        blocks=tuple(reversed(blocks)),
+        seeds=seeds,
+        seed_mask=seeds >= 0,
+        overflow=jnp.stack(overflow[::-1]),
+    )
+
+
+def gns_budget(
+    batch_size: int,
+    widths: tuple[int, ...],
+    num_nodes: int,
+    cache_size: int,
+    input_cache_only: bool,
+) -> Budget:
+    """Exact worst case; when the input layer draws only cached nodes, its new sources number at
+    most ``cache_size`` (the cache bounds the input layer: the point of GNS)."""
+    budget = Budget.worst_case(batch_size, widths, num_nodes)
+    if not input_cache_only:
+        return budget
+    max_dst = budget.max_dst[0]
+    new = min((max_dst - 1) * widths[0], num_nodes, cache_size)
+    return budget._replace(max_src=(max_dst + new + 1, *budget.max_src[1:]))
+
+
+class GNSSampler:
+    """Global Neighbor Sampling with per-layer ``(min, max)`` fan-outs, jitted once per budget.
+
+    Args:
+      graph: the graph, in host memory; copied once to the topology device.
+      fanouts: upper-layer fan-outs **input layer first** (the input layer's entry is replaced by
+        ``input_fanout``); e.g. ``(5, 10, 15)`` -> layers ``(0..10 cached), 10, 15``.
+      batch_size: seeds per batch.
+      cache_size: ``m``, the number of cache draws (static shapes of the cache).
+      input_fanout: ``(min, max)`` of the input layer; default ``(0, 10)``.
+      cache_first_upper: make the upper layers cache-first with ``(K, K)``.
+      weights: ``"ht"``, ``"minimum"`` or ``"none"`` (module docs).
+    """
+
+    name = "gns"
+
+    def __init__(
+        self,
+        graph: CSRGraph,
+        fanouts: tuple[int, ...],
+        batch_size: int,
+        cache_size: int,
+        *,
+        input_fanout: tuple[int, int] = (0, 10),
+        cache_first_upper: bool = False,
+        weights: str = "ht",
+        device: jax.Device | None = None,
+    ):
+        fanouts = tuple(int(f) for f in fanouts)
+        if not fanouts or min(fanouts) < 1:
+            raise ConfigError(f"--fanouts must be positive integers, got {fanouts}")
+        if batch_size < 1:
+            raise ConfigError(f"--batch-size must be a positive integer, got {batch_size}")
+        lo, hi = (int(v) for v in input_fanout)
+        if lo < 0 or hi < 0 or lo > hi or hi == 0:
+            raise ConfigError(
+                f"--input-fanout: need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
+            )
+        if weights not in WEIGHTS:
+            raise ConfigError(f"--gns-weights: unknown '{weights}' (known: {WEIGHTS})")
+        if weights == "ht" and lo > 0:
+            raise ConfigError(
+                "--input-fanout: Horvitz-Thompson weights need an input-layer minimum of 0 "
+                "(top-ups from non-cached neighbours have no inclusion probability)"
+            )
+        self.min_fanouts = (lo, *fanouts[1:])
+        self.max_fanouts = (hi, *fanouts[1:])
+        self.cache_first = (True, *([cache_first_upper] * (len(fanouts) - 1)))
+        self.weights = weights
+        self.batch_size = int(batch_size)
+        self.cache_size = int(cache_size)
+        widths = tuple(max(a, b) for a, b in zip(self.min_fanouts, self.max_fanouts))
+        self.budget = gns_budget(
+            self.batch_size, widths, graph.num_nodes, self.cache_size, input_cache_only=lo == 0
+        )
+        self.topology = DeviceTopology.from_graph(graph, device)
+        self.num_nodes = graph.num_nodes
+        self._sample = jax.jit(
+            functools.partial(
+                sample_gns_blocks,
+                min_fanouts=self.min_fanouts,
+                max_fanouts=self.max_fanouts,
+                cache_first=self.cache_first,
+                weights=self.weights,
+                budget=self.budget,
+            )
+        )
+
+    def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
+        """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
+        return pad_seeds(seeds, self.budget)
+
+    def sample(self, key: jax.Array, seeds: jax.Array, cache: DeviceCache) -> MiniBatch:
+        """Samples a batch with the current cache (its shapes are fixed, so no recompilation)."""
+        return self._sample(key, self.topology, cache, seeds)
