@@ -4,8 +4,8 @@ Per batch, the ids of the input nodes come back from the sampling device. Rows o
 device cache (GNS) are gathered on the accelerator; only the other rows are gathered from the host
 store (NumPy; a memory-mapped array works too) into a buffer whose row count is the number of
 missing rows rounded up to a bucket (at most 12.5 % more), and only that buffer crosses to the
-accelerator (counted under the tag ``"features"``). A small jitted ``assemble`` then builds the fixed
-``[max_src, F]`` input of the train step, so the step's shapes never depend on the data: it
+accelerator (counted under the tag ``"features"``). A small jitted ``assemble`` then builds the
+fixed ``[max_src, F]`` input of the train step, so the step's shapes never depend on the data: it
 compiles once, and the assembler once per row bucket (a handful per run, reported). Node-wise
 sampling passes no cache: every input row comes from the host.
 """
@@ -66,14 +66,16 @@ class FeatureLoader:
         self.meter = meter
         self.compiles = CompileCounter()
         self._assemble = jax.jit(self.compiles.wrap(_assemble))
-        self._no_cache = None
+        self._no_cache = {}
 
     def _empty_cache(self, src_nodes: jax.Array) -> tuple[jax.Array, jax.Array]:
-        if self._no_cache is None:
+        """Slots and rows of an empty cache (every slot is the dummy), made once per shape."""
+        size = src_nodes.shape[0]
+        if size not in self._no_cache:
             zero_row = np.zeros((1, self.features.shape[1]), np.float32)
-            none = np.zeros(src_nodes.shape[0], np.int32)  # slot 0 == the dummy: nothing cached
-            self._no_cache = self.meter.put((none, zero_row), tag="setup")
-        return self._no_cache
+            none = np.zeros(size, np.int32)  # slot 0 == the dummy row: nothing cached
+            self._no_cache[size] = self.meter.put((none, zero_row), tag="setup")
+        return self._no_cache[size]
 
     def load(
         self, src_nodes: jax.Array, cache: DeviceCache | None = None
