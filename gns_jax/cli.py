@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=WEIGHTS,
         default=defaults.gns_weights,
         help="input-layer weights: ht (unbiased Horvitz-Thompson), minimum (the official "
-        "code's biased q_v), none (plain mean)",
+        "code's biased q_v), none (plain mean), heuristic (the official scripts' clipped weights)",
     )
     train.add_argument("--seed", type=int, default=defaults.seed)
     train.add_argument(

@@ -213,3 +213,17 @@ def test_gns_trains_without_recompiling_across_cache_refreshes(tiny_dataset):
     assert result["h2d_rows_per_batch"] < result["input_nodes_per_batch"]
     same = fit(tiny_dataset, config, quiet=True)
     assert [e["train_loss"] for e in result["epochs"]] == [e["train_loss"] for e in same["epochs"]]
+
+
+def test_heuristic_weights_scale_the_mean_between_1_and_5():
+    graph = random_graph(5, num_nodes=80, num_edges=400, isolated=0)
+    m = 20
+    snap = draw_cache(np.random.default_rng(0), cache_distribution(graph), m)
+    cache, _ = build_device_cache(graph, np.zeros((graph.num_nodes, 1), np.float32), snap)
+    sampler = GNSSampler(graph, (2, 3), 8, m, input_fanout=(0, 4), weights="heuristic")
+    batch = sampler.sample(jax.random.key(0), sampler.pad_seeds(np.arange(8)), cache)
+    block = jax.device_get(batch.blocks[0])
+    real = block.edge_weight != 0
+    take = np.bincount(block.receivers[real], minlength=block.dst_mask.shape[0])
+    scaled = block.edge_weight[real] * take[block.receivers[real]]
+    assert real.any() and np.all(scaled >= 1 - 1e-6) and np.all(scaled <= 5 + 1e-6)

@@ -20,6 +20,8 @@ Input-layer edge weights (``weights=``):
   each aggregate by ``min(|N_C|, K) / max(|N_C|, K)`` and is biased (kept for ablations).
 * ``"none"``: the plain mean ``1/k`` over the ``k`` sampled cached neighbours (no importance
   sampling, as C-ya effectively ran).
+* ``"heuristic"``: the clipped heuristic of the scripts the official README runs (C-prob):
+  ``clip(A_v / K, 1, 5) / k`` with ``A`` propagated from the seeds (:func:`heuristic_weights`).
 
 Upper layers always carry the mean coefficient ``1/k``.
 """
@@ -40,7 +42,7 @@ from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
 
-WEIGHTS = ("ht", "minimum", "none")
+WEIGHTS = ("ht", "minimum", "none", "heuristic")
 
 
 def cache_first_layer(
@@ -117,6 +119,32 @@ def input_weights(
     return jnp.where(edge_mask, weight, 0.0)
 
 
+def _propagate(importance, block, dst, topology, fanout):
+    """``A_src[u] = sum_{u -> v} A[v] min(1, K / d_v)`` over the block's real edges."""
+    safe = jnp.where(dst >= 0, dst, 0)
+    degree = (topology.indptr[safe + 1] - topology.indptr[safe]).astype(jnp.float32)
+    factor = importance * jnp.minimum(1.0, fanout / jnp.maximum(degree, 1.0))
+    values = jnp.where(block.edge_weight != 0, factor[block.receivers], 0.0)
+    return jax.ops.segment_sum(values, block.senders, num_segments=block.src_nodes.shape[0])
+
+
+def heuristic_weights(importance, edge_mask, max_fanout, num_nodes, topology, cache):
+    """The official code's clipped heuristic (C-prob, GNS.md section 1.2 (f) item 2), per edge.
+
+    ``A`` (propagated from the seeds) is clipped to ``<= 1 / (avg_degree * rho)``, zeros become 1,
+    and every sampled cached edge of the input layer gets ``clip(A_v / K, 1, 5) / k_v``. The
+    official code scales source features instead, where the last write wins; the per-edge form is
+    its order-independent reading.
+    """
+    rho = cache.size / num_nodes
+    avg_degree = topology.indices.shape[0] / num_nodes
+    a = jnp.minimum(importance, 1.0 / (avg_degree * rho))
+    a = jnp.where(a == 0, 1.0, a)
+    scale = jnp.clip(a / max_fanout, 1.0, 5.0)[:, None]
+    take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
+    return jnp.where(edge_mask, scale / jnp.maximum(take, 1.0), 0.0)
+
+
 def sample_gns_blocks(
     key: jax.Array,
     topology: DeviceTopology,
@@ -130,14 +158,19 @@ def sample_gns_blocks(
     budget: Budget,
 ) -> MiniBatch:
     """One GNS mini-batch rooted at ``seeds``; fan-out tuples input layer first. Jittable."""
+    num_nodes = topology.num_nodes
     dst = seeds
     blocks, overflow = [], []
     keys = jax.random.split(key, len(max_fanouts))
+    # The official heuristic (C-prob) propagates A = (B/n)/rho = B/m from the seeds downwards.
+    importance = jnp.where(seeds >= 0, jnp.sum(seeds >= 0) / cache.size, 0.0)
     for layer in reversed(range(len(max_fanouts))):  # output layer first
         lo, hi = min_fanouts[layer], max_fanouts[layer]
         if cache_first[layer]:
             nbrs, edge_mask, num_cached, _ = cache_first_layer(keys[layer], cache, dst, lo, hi)
-            if layer == 0:
+            if layer == 0 and weights == "heuristic":
+                weight = heuristic_weights(importance, edge_mask, hi, num_nodes, topology, cache)
+            elif layer == 0:
                 weight = input_weights(
                     weights, cache, topology, dst, nbrs, edge_mask, num_cached, hi
                 )
@@ -146,11 +179,11 @@ def sample_gns_blocks(
                 weight = jnp.where(edge_mask, 1.0 / jnp.maximum(take, 1.0), 0.0)
         else:
             nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, hi)
-        block, over = make_block(
-            topology.num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer]
-        )
+        block, over = make_block(num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer])
         blocks.append(block)
         overflow.append(over)
+        if layer > 0 and weights == "heuristic":
+            importance = _propagate(importance, block, dst, topology, hi)
         dst = block.src_nodes
     return MiniBatch(
         blocks=tuple(reversed(blocks)),
