@@ -5,13 +5,16 @@ split of a Flax NNX model (``nnx.split`` once, ``nnx.merge`` inside jit), so it 
 differentiated and called eagerly in tests. :func:`full_inference` computes every node's logits
 layer by layer over the whole graph with all neighbours (no sampling), which is the evaluation.
 
-Host side: :func:`fit` runs the epochs: shuffle the training nodes, sample each batch on the
-topology device, move the input features (counted), step, evaluate, and time it all.
+Host side: :func:`fit` runs the epochs: redraw the GNS cache every ``cache_refresh`` epochs (timed,
+its bytes counted), shuffle the training nodes, sample each batch on the topology device, move the
+input features that are not cached (counted), step, evaluate, and time it all.
 
 Randomness: one stream per purpose, derived from ``(seed, stream, counter)``: the shuffle of epoch
-``e`` uses ``np.random.default_rng([seed, SHUFFLE, e])``, the sampler key of batch ``t`` is
-``fold_in(key(seed, SAMPLE), t)`` and dropout folds the step number into its own key. Same seed,
-same machine: identical losses.
+``e`` uses ``np.random.default_rng([seed, SHUFFLE, e])``, the cache drawn at epoch ``e``
+``np.random.default_rng([seed, CACHE, e])``, the sampler key of batch ``t`` is
+``fold_in(fold_in(key(seed), SAMPLE), t)`` and dropout folds the step number into its own key.
+Changing the refresh period therefore leaves the batch order alone. Same seed, same machine:
+identical losses.
 """
 
 from __future__ import annotations
