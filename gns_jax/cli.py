@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import sys
 import time
@@ -178,11 +179,11 @@ def run_train(args: argparse.Namespace) -> dict:
     ).validate()
     split_seed = args.seed if args.split_seed is None else args.split_seed
     if args.out is not None:
-        try:
-            with open(args.out, "a"):
-                pass
-        except OSError as e:
-            raise ConfigError(f"--out {args.out}: cannot write ({e.strerror or e})") from None
+        folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise ConfigError(
+                f"--out {args.out}: folder {folder} does not exist or is not writable"
+            )
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, args.data_dir, split_seed=split_seed)
     if not args.quiet:

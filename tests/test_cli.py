@@ -120,3 +120,9 @@ def test_nan_features_exit_non_zero_as_a_module(tmp_path):
     )
     assert proc.returncode == 2
     assert "NaN" in proc.stderr and "nan.npz" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_unwritable_out_fails_before_training(tmp_path, capsys):
+    assert main(["train", *TINY, "--out", str(tmp_path / "missing" / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "epoch " not in err
