@@ -60,7 +60,7 @@ class Dataset:
         (which lie in no split).
       num_classes: number of classes.
       train_idx, val_idx, test_idx: int32 node ids, disjoint, each non-empty.
-      split: how the split was made (``"planetoid"``, ``"stored:0"``, ``"per-class 20/30 seed=S"``).
+      split: how the split was made (``"planetoid"``, ``"stored:0"``, ``"per-class 20/30 ..."``).
     """
 
     name: str
@@ -167,13 +167,20 @@ def _finish(
 
 
 def per_class_split(
-    rng: np.random.Generator, labels: np.ndarray, num_train: int = 20, num_val: int = 30
+    rng: np.random.Generator,
+    labels: np.ndarray,
+    num_train: int = 20,
+    num_val: int = 30,
+    eligible: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shchur et al. (2018) split: ``num_train`` + ``num_val`` random nodes per class, rest test.
 
-    Unlabelled nodes (label -1) are in no split. Raises DatasetError when a class has fewer than
-    ``num_train + num_val + 1`` labelled nodes.
+    Only ``eligible`` nodes (default: all) and labelled nodes (label >= 0) enter a split; Shchur et
+    al. evaluate on the largest connected component, which :func:`load_dataset` passes here.
+    Raises DatasetError when a class has fewer than ``num_train + num_val + 1`` such nodes.
     """
+    eligible = np.ones(labels.shape[0], bool) if eligible is None else eligible
+    labels = np.where(eligible, labels, -1)
     train, val = [], []
     for c in np.unique(labels[labels >= 0]):
         members = np.flatnonzero(labels == c)
@@ -190,6 +197,9 @@ def per_class_split(
     rest[train] = rest[val] = False
     rest &= labels >= 0
     return train, val, np.flatnonzero(rest)
+
+
+_SHCHUR = "per-class 20/30 in the largest component, seed={}"
 
 
 def _split_rng(split_seed: int) -> np.random.Generator:
@@ -393,7 +403,8 @@ def _csr_parts(arrays: dict, prefix: str, where: str):
 def read_gnn_benchmark(path: str | os.PathLike, split_seed: int = 0) -> Dataset:
     """Reads a gnn-benchmark ``.npz`` (bare or the single file inside a ``.zip``).
 
-    Split: 20 train and 30 validation nodes per class, the rest test, drawn with ``split_seed``.
+    Split: 20 train and 30 validation nodes per class, the rest test, within the largest
+    connected component (Shchur et al.), drawn with ``split_seed``.
     """
     path = Path(path)
     arrays, where = _open_npz(path)
@@ -416,8 +427,8 @@ def _gnn_benchmark_from_arrays(arrays: dict, where: str, split_seed: int) -> Dat
     coo = adj.tocoo()
     graph = from_edges(coo.row, coo.col, adj.shape[0], name=where)
     labels = _check_labels(labels, where)
-    splits = per_class_split(_split_rng(split_seed), labels)
-    return _finish(where, graph, features, labels, splits, f"per-class 20/30 seed={split_seed}")
+    splits = per_class_split(_split_rng(split_seed), labels, eligible=graph.largest_component())
+    return _finish(where, graph, features, labels, splits, _SHCHUR.format(split_seed))
 
 
 def _check_labels(labels: np.ndarray, where: str) -> np.ndarray:
@@ -506,10 +517,8 @@ def read_facebook(folder: str | os.PathLike, split_seed: int = 0) -> Dataset:
     features = np.zeros((n, int(c.max()) + 1 if c.size else 1), dtype=np.float32)
     features[r, c] = 1.0
     graph = from_edges(edges[:, 0], edges[:, 1], n, name=str(edges_path))
-    splits = per_class_split(_split_rng(split_seed), labels)
-    return _finish(
-        str(folder), graph, features, labels, splits, f"per-class 20/30 seed={split_seed}"
-    )
+    splits = per_class_split(_split_rng(split_seed), labels, eligible=graph.largest_component())
+    return _finish(str(folder), graph, features, labels, splits, _SHCHUR.format(split_seed))
 
 
 # ----------------------------------------------------------------------------------------------

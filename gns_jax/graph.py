@@ -50,6 +50,16 @@ class CSRGraph:
         receivers = np.repeat(np.arange(self.num_nodes, dtype=np.int32), self.degrees())
         return self.indices, receivers
 
+    def largest_component(self) -> np.ndarray:
+        """Boolean mask of the nodes in the largest connected component (edges as undirected)."""
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import connected_components
+
+        data = np.ones(self.num_edges, dtype=np.int8)
+        adjacency = sp.csr_matrix((data, self.indices, self.indptr), shape=(self.num_nodes,) * 2)
+        _, component = connected_components(adjacency, directed=True, connection="weak")
+        return component == np.argmax(np.bincount(component))
+
     def validate(self, name: str = "graph") -> CSRGraph:
         """Checks dtypes, shapes, monotone ``indptr`` and ids in range; raises GraphError."""
         if self.indptr.ndim != 1 or self.indptr.shape[0] < 1:
