@@ -50,6 +50,7 @@ from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
     "FullGraph",
+    "SparseFeatures",
     "TrainConfig",
     "TrainState",
     "evaluate",
@@ -234,6 +235,43 @@ class FullGraph(NamedTuple):
         return meter.put(arrays, tag="eval") if meter else jax.device_put(arrays)
 
 
+class SparseFeatures(NamedTuple):
+    """A feature matrix in coordinate form, padded to whole chunks (padding values are 0).
+
+    Evaluation multiplies the features of all nodes by the first layer's weights; for bag-of-words
+    features (under 1 % non-zero on Cora, CiteSeer, Coauthor, Facebook) the product over the
+    non-zeros is far cheaper than a dense matmul and gives the same numbers up to rounding.
+    """
+
+    rows: jax.Array  # int32 [num_chunks, chunk]
+    cols: jax.Array  # int32 [num_chunks, chunk]
+    values: jax.Array  # float32 [num_chunks, chunk]
+
+    @classmethod
+    def from_dense(cls, x: np.ndarray, chunk: int = 1 << 16) -> SparseFeatures:
+        rows, cols = np.nonzero(x)
+        values = x[rows, cols]
+        total = max(1, -(-rows.shape[0] // chunk)) * chunk
+
+        def pad(a, dtype):
+            out = np.zeros(total, dtype=dtype)
+            out[: a.shape[0]] = a
+            return out.reshape(-1, chunk)
+
+        return cls(pad(rows, np.int32), pad(cols, np.int32), pad(values, np.float32))
+
+
+def _sparse_matmul(x: SparseFeatures, kernel: jax.Array, num_rows: int) -> jax.Array:
+    """``X @ kernel`` for coordinate-form ``X``, one chunk of non-zeros at a time."""
+
+    def body(acc, chunk):
+        r, c, v = chunk
+        return acc + jax.ops.segment_sum(kernel[c] * v[:, None], r, num_segments=num_rows), None
+
+    out, _ = jax.lax.scan(body, jnp.zeros((num_rows, kernel.shape[1]), kernel.dtype), tuple(x))
+    return out
+
+
 def _aggregate(z: jax.Array, graph: FullGraph) -> jax.Array:
     """``out[v] = sum_u w_uv z[u]`` over every edge, one chunk of edges at a time."""
 
@@ -245,17 +283,30 @@ def _aggregate(z: jax.Array, graph: FullGraph) -> jax.Array:
     return out
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def full_inference(graphdef: nnx.GraphDef, params: nnx.State, x: jax.Array, graph: FullGraph):
+@functools.partial(jax.jit, static_argnums=(0, 4))
+def full_inference(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    x: jax.Array | SparseFeatures,
+    graph: FullGraph,
+    num_nodes: int | None = None,
+):
     """Exact layer-wise inference: all nodes, all neighbours, no dropout. Returns ``[N, C]`` logits.
 
     Uses ``W_nbr sum_u w_uv h_u = sum_u w_uv (W_nbr h_u)`` (``nbr_proj`` has no bias), so each layer
-    aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones.
+    aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones. ``x`` is dense ``[N, F]``, or
+    :class:`SparseFeatures` with ``num_nodes`` given.
     """
     model = nnx.merge(graphdef, params)
     h = x
     for i, conv in enumerate(model.convs):
-        h_next = conv.self_proj(h) + _aggregate(conv.nbr_proj(h), graph)
+        if isinstance(h, SparseFeatures):
+            self_part = _sparse_matmul(h, conv.self_proj.kernel[...], num_nodes)
+            self_part = self_part + conv.self_proj.bias[...][None, :]
+            nbr_part = _sparse_matmul(h, conv.nbr_proj.kernel[...], num_nodes)
+        else:
+            self_part, nbr_part = conv.self_proj(h), conv.nbr_proj(h)
+        h_next = self_part + _aggregate(nbr_part, graph)
         h = jax.nn.relu(h_next) if i < model.num_layers - 1 else h_next
     return h
 
@@ -319,7 +370,10 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
         {"train": dataset.train_idx, "val": dataset.val_idx, "test": dataset.test_idx}, tag="labels"
     )
     full_graph = FullGraph.from_graph(dataset.graph, meter)
-    x_all = meter.put(features, tag="eval")
+    density = np.count_nonzero(features) / max(features.size, 1)
+    x_all = meter.put(
+        SparseFeatures.from_dense(features) if density < 0.05 else features, tag="eval"
+    )
     use_cache = config.sampler == "gns"
     if use_cache:
         probs = cache_distribution(
@@ -403,9 +457,8 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
         train_loss = float(np.mean(jax.device_get(losses)))
         record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
         if (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1:
-            acc = evaluate(
-                full_inference(graphdef, state.params, x_all, full_graph), labels, splits
-            )
+            logits = full_inference(graphdef, state.params, x_all, full_graph, dataset.num_nodes)
+            acc = evaluate(logits, labels, splits)
             record |= {
                 "val_accuracy": acc["val"],
                 "test_accuracy": acc["test"],

@@ -6,11 +6,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gns_jax.datasets import load_dataset
 from gns_jax.features import FeatureLoader
 from gns_jax.instrument import CompileCounter, TransferMeter
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.train import (
     FullGraph,
+    SparseFeatures,
     TrainConfig,
     fit,
     full_inference,
@@ -127,6 +129,18 @@ def test_full_neighbourhood_sampling_equals_exact_inference(tiny_dataset):
     logits = nnx.merge(graphdef, state.params)(x, batch.blocks)
     # float32 sums in different orders: rtol/atol for float32 against float32 on the CPU.
     np.testing.assert_allclose(logits[: seeds.size], exact[seeds], rtol=1e-4, atol=1e-5)
+
+
+def test_sparse_feature_evaluation_equals_dense():
+    ds = load_dataset("cora")
+    tx = make_optimizer(CONFIG)
+    graphdef, state = init_state(jax.random.key(0), (ds.num_features, 16, 7), CONFIG, tx)
+    graph = FullGraph.from_graph(ds.graph)
+    dense = full_inference(graphdef, state.params, jnp.asarray(ds.features), graph)
+    sparse_x = jax.device_put(SparseFeatures.from_dense(ds.features, chunk=4096))
+    sparse = full_inference(graphdef, state.params, sparse_x, graph, ds.num_nodes)
+    # float32 sums of the same products in different orders.
+    np.testing.assert_allclose(sparse, dense, rtol=1e-4, atol=1e-5)
 
 
 def test_fit_runs_without_implicit_transfers(tiny_dataset):
