@@ -104,7 +104,14 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.05])
     parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--train-epochs", type=int, default=0, help="also train each setting")
+    parser.add_argument("--train-epochs", type=int, default=0, help="also train, this many epochs")
+    parser.add_argument(
+        "--train-fractions",
+        type=float,
+        nargs="*",
+        default=None,
+        help="train NS and GNS (uniform upper layers) at only these cache fractions",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--out", default="experiments/results/gns_transfer")
     args = parser.parse_args(argv)
@@ -125,6 +132,12 @@ def main(argv=None) -> int:
             eval_every=args.train_epochs,
         )
         for row in rows:
+            if (
+                args.train_fractions is not None
+                and row["sampler"] == "gns"
+                and (row["cache_first"] or row["cache_fraction"] not in args.train_fractions)
+            ):
+                continue
             config = dataclasses.replace(
                 base,
                 sampler=row["sampler"],
