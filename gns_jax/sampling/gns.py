@@ -38,7 +38,7 @@ from gns_jax.cache import DeviceCache
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
 from gns_jax.sampling.blocks import Budget, MiniBatch, pad_seeds
-from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
+from gns_jax.sampling.nodewise import DeviceTopology, check_sizes, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
 
@@ -221,7 +221,7 @@ class GNSSampler:
       cache_size: ``m``, the number of cache draws (static shapes of the cache).
       input_fanout: ``(min, max)`` of the input layer; default ``(0, 10)``.
       cache_first_upper: make the upper layers cache-first with ``(K, K)``.
-      weights: ``"ht"``, ``"minimum"`` or ``"none"`` (module docs).
+      weights: ``"ht"``, ``"minimum"``, ``"none"`` or ``"heuristic"`` (module docs).
     """
 
     name = "gns"
@@ -238,11 +238,7 @@ class GNSSampler:
         weights: str = "ht",
         device: jax.Device | None = None,
     ):
-        fanouts = tuple(int(f) for f in fanouts)
-        if not fanouts or min(fanouts) < 1:
-            raise ConfigError(f"--fanouts must be positive integers, got {fanouts}")
-        if batch_size < 1:
-            raise ConfigError(f"--batch-size must be a positive integer, got {batch_size}")
+        fanouts = check_sizes(fanouts, batch_size)
         lo, hi = (int(v) for v in input_fanout)
         if lo < 0 or hi < 0 or lo > hi or hi == 0:
             raise ConfigError(

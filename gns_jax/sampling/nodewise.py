@@ -27,6 +27,7 @@ from gns_jax.sampling.blocks import Block, Budget, MiniBatch, pad_seeds
 __all__ = [
     "DeviceTopology",
     "NodeWiseSampler",
+    "check_sizes",
     "expand_layer",
     "make_block",
     "relabel",
@@ -207,6 +208,16 @@ def sample_blocks(
     )
 
 
+def check_sizes(fanouts, batch_size: int) -> tuple[int, ...]:
+    """Validates fan-outs and batch size (ConfigError naming the option); returns int fan-outs."""
+    fanouts = tuple(int(f) for f in fanouts)
+    if not fanouts or min(fanouts) < 1:
+        raise ConfigError(f"--fanouts must be positive integers, got {fanouts}")
+    if batch_size < 1:
+        raise ConfigError(f"--batch-size must be a positive integer, got {batch_size}")
+    return fanouts
+
+
 class NodeWiseSampler:
     """Uniform node-wise sampling with fixed fan-outs, jitted once per budget.
 
@@ -234,12 +245,7 @@ class NodeWiseSampler:
         budget: Budget | None = None,
         device: jax.Device | None = None,
     ):
-        fanouts = tuple(int(f) for f in fanouts)
-        if not fanouts or min(fanouts) < 1:
-            raise ConfigError(f"--fanouts must be positive integers, got {fanouts}")
-        if batch_size < 1:
-            raise ConfigError(f"--batch-size must be a positive integer, got {batch_size}")
-        self.fanouts = fanouts
+        self.fanouts = check_sizes(fanouts, batch_size)
         self.batch_size = int(batch_size)
         self.budget = budget or Budget.worst_case(self.batch_size, fanouts, graph.num_nodes)
         self.topology = DeviceTopology.from_graph(graph, device)
