@@ -73,6 +73,12 @@ def test_quiet_silences_progress(capsys):
         (["--epochs", "0"], "--epochs"),
         (["--lr", "-1"], "--lr"),
         (["--dropout", "1.5"], "--dropout"),
+        (["--cache-fraction", "0"], "--cache-fraction"),
+        (["--cache-fraction", "1.5"], "--cache-fraction"),
+        (["--cache-refresh", "0"], "--cache-refresh"),
+        (["--cache-dist", "zipf"], "--cache-dist"),
+        (["--input-fanout", "5,2"], "--input-fanout"),
+        (["--gns-weights", "magic"], "--gns-weights"),
     ],
 )
 def test_bad_options_fail_before_training(args, message, capsys):
