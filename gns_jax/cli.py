@@ -95,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--feature-norm",
         choices=("auto", "row", "none"),
         default=defaults.feature_norm,
-        help="row: divide each feature row by its L1 norm; auto: row for Planetoid datasets "
-        "(Kipf & Welling's convention), none otherwise",
+        help="row: divide each feature row by its L1 norm; auto: row for sparse non-negative "
+        "(bag-of-words) features, under 5%% non-zero; none otherwise",
     )
     gns = train.add_argument_group("GNS (--sampler gns)")
     gns.add_argument(

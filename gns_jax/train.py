@@ -330,10 +330,13 @@ def _progress(quiet: bool, message: str) -> None:
 
 
 def _feature_norm(dataset: Dataset, config: TrainConfig) -> str:
+    """``auto``: row-normalise sparse non-negative (bag-of-words) features, as PyG's
+    ``NormalizeFeatures`` is used for Planetoid and Coauthor; keep dense features as stored."""
     if config.feature_norm != "auto":
         return config.feature_norm
-    # Kipf & Welling's Planetoid convention: row-normalised bag-of-words. Other data as stored.
-    return "row" if dataset.split == "planetoid" else "none"
+    x = dataset.features
+    sparse = np.count_nonzero(x) < 0.05 * x.size
+    return "row" if sparse and x.min() >= 0 else "none"
 
 
 def make_sampler(dataset: Dataset, config: TrainConfig, batch_size: int):
