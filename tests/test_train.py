@@ -147,3 +147,13 @@ def test_fit_runs_without_implicit_transfers(tiny_dataset):
     with jax.transfer_guard_host_to_device("disallow"):
         result = fit(tiny_dataset, dataclasses.replace(CONFIG, epochs=2), quiet=True)
     assert result["compilations"] == 1
+
+
+def test_auto_feature_norm_rows_normalises_only_sparse_bag_of_words(tiny_dataset):
+    from gns_jax.train import _feature_norm
+
+    config = TrainConfig()
+    assert _feature_norm(load_dataset("cora"), config) == "row"  # 1.3 % non-zero, 0/1
+    assert _feature_norm(load_dataset("tolokers"), config) == "none"  # dense
+    assert _feature_norm(tiny_dataset, config) == "none"  # Gaussian, negative values
+    assert _feature_norm(tiny_dataset, dataclasses.replace(config, feature_norm="row")) == "row"
