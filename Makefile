@@ -26,7 +26,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 train: $(STAMP)
-	$(BIN)/gns-jax train --dataset cora --sampler ns --out results-cora.json
+	$(BIN)/gns-jax train --dataset cora --out results-cora.json
 
 format: $(STAMP)
 	$(BIN)/ruff format .
