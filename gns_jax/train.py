@@ -206,6 +206,18 @@ def make_train_step(graphdef, tx, counter: CompileCounter | None = None):
     return jax.jit(fn, donate_argnums=0)
 
 
+def _chunked(chunk: int, *arrays: tuple[np.ndarray, type]) -> list[np.ndarray]:
+    """Zero-pads equal-length arrays to whole chunks, each reshaped to ``[num_chunks, chunk]``."""
+    length = arrays[0][0].shape[0]
+    total = max(1, -(-length // chunk)) * chunk
+    out = []
+    for a, dtype in arrays:
+        padded = np.zeros(total, dtype=dtype)
+        padded[:length] = a
+        out.append(padded.reshape(-1, chunk))
+    return out
+
+
 class FullGraph(NamedTuple):
     """All edges with mean coefficients ``1/d_v``, padded to whole chunks, on a device.
 
@@ -224,14 +236,9 @@ class FullGraph(NamedTuple):
         degree = graph.degrees()
         weight = (1.0 / np.maximum(degree, 1))[receivers].astype(np.float32)
         chunk = max(1, min(chunk, senders.shape[0]))
-        total = max(1, -(-senders.shape[0] // chunk)) * chunk
-
-        def pad(a, dtype):
-            out = np.zeros(total, dtype=dtype)
-            out[: a.shape[0]] = a
-            return out.reshape(-1, chunk)
-
-        arrays = cls(pad(senders, np.int32), pad(receivers, np.int32), pad(weight, np.float32))
+        arrays = cls(
+            *_chunked(chunk, (senders, np.int32), (receivers, np.int32), (weight, np.float32))
+        )
         return meter.put(arrays, tag="eval") if meter else jax.device_put(arrays)
 
 
@@ -251,14 +258,7 @@ class SparseFeatures(NamedTuple):
     def from_dense(cls, x: np.ndarray, chunk: int = 1 << 16) -> SparseFeatures:
         rows, cols = np.nonzero(x)
         values = x[rows, cols]
-        total = max(1, -(-rows.shape[0] // chunk)) * chunk
-
-        def pad(a, dtype):
-            out = np.zeros(total, dtype=dtype)
-            out[: a.shape[0]] = a
-            return out.reshape(-1, chunk)
-
-        return cls(pad(rows, np.int32), pad(cols, np.int32), pad(values, np.float32))
+        return cls(*_chunked(chunk, (rows, np.int32), (cols, np.int32), (values, np.float32)))
 
 
 def _sparse_matmul(x: SparseFeatures, kernel: jax.Array, num_rows: int) -> jax.Array:
