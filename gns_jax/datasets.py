@@ -8,6 +8,8 @@ Supported inputs (the format of a path is detected from its content, not its nam
 * ``.npz`` files with ``node_features``/``node_labels``/``edges`` and split masks (Tolokers and the
   other Platonov et al. 2023 graphs);
 * MUSAE csv + json directories (Facebook Page-Page);
+* directories written by ``gns-jax save`` (memory-mapped ``.npy``) and OGB node-property
+  directories (``raw/`` + ``split/``; CSV, gzipped CSV or ``.npy``): :mod:`gns_jax.ondisk`;
 * ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S]``: a seeded power-law graph with
   class-homophilous edges and class-informative noisy features.
 
@@ -55,7 +57,8 @@ class Dataset:
     Attributes:
       name: registered name, path or synthetic spec it was loaded from.
       graph: undirected graph (both directions stored), no self-loops, no duplicate edges.
-      features: float32 ``[num_nodes, num_features]``, finite.
+      features: float32 ``[num_nodes, num_features]``, finite; may be a read-only ``np.memmap``
+        (float32 or float16) of a saved dataset directory (:mod:`gns_jax.ondisk`).
       labels: int32 ``[num_nodes]``; class ids in ``[0, num_classes)``, -1 for unlabelled nodes
         (which lie in no split).
       num_classes: number of classes.
@@ -93,13 +96,16 @@ class Dataset:
             raise DatasetError(
                 f"{where}: features must be floating point, got {self.features.dtype}"
             )
-        bad = ~np.isfinite(self.features)
-        if bad.any():
-            row = int(np.argwhere(bad)[0, 0])
-            raise DatasetError(
-                f"{where}: features contain {int(bad.sum())} NaN or infinite values "
-                f"(first in the row of node {row})"
-            )
+        # In row chunks: a memory-mapped feature matrix is streamed, never loaded whole.
+        step = max(1, (1 << 26) // max(1, self.features.shape[1]))
+        for start in range(0, n, step):
+            bad = ~np.isfinite(self.features[start : start + step])
+            if bad.any():
+                row = start + int(np.argwhere(bad)[0, 0])
+                raise DatasetError(
+                    f"{where}: features contain NaN or infinite values (first in the row of "
+                    f"node {row})"
+                )
         if self.labels.shape != (n,):
             raise DatasetError(f"{where}: labels must have shape [{n}], got {self.labels.shape}")
         if self.num_classes < 1:
@@ -678,13 +684,19 @@ def load_dataset(
 def _load_path(path: Path, split_seed: int) -> Dataset:
     try:
         if path.is_dir():
+            from gns_jax import ondisk
+
+            if ondisk.is_saved_dir(path):
+                return ondisk.read_saved(path)
+            if ondisk.is_ogb_dir(path):
+                return ondisk.read_ogb(path)
             if _planetoid_name(path):
                 return read_planetoid(path)
             if (path / "facebook_edges.csv").exists():
                 return read_facebook(path, split_seed)
             raise DatasetError(
-                f"{path}: directory holds no supported dataset (Planetoid ind.*.graph or "
-                "facebook_edges.csv)"
+                f"{path}: directory holds no supported dataset (a gns-jax meta.json, an OGB "
+                "raw/ + split/ layout, Planetoid ind.*.graph or facebook_edges.csv)"
             )
         with open(path, "rb") as f:
             magic = f.read(4)

@@ -1,0 +1,183 @@
+"""The memory-mapped dataset directory and the OGB node-property reader."""
+
+import dataclasses
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gns_jax.datasets import load_dataset
+from gns_jax.errors import DatasetError
+from gns_jax.ondisk import read_ogb, read_saved, save_dataset
+
+
+def _same(a, b, features_rtol=0.0):
+    np.testing.assert_array_equal(a.graph.indptr, b.graph.indptr)
+    np.testing.assert_array_equal(a.graph.indices, b.graph.indices)
+    np.testing.assert_allclose(
+        np.asarray(a.features, np.float32), np.asarray(b.features, np.float32), rtol=features_rtol
+    )
+    np.testing.assert_array_equal(a.labels, b.labels)
+    for name in ("train_idx", "val_idx", "test_idx"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.num_classes == b.num_classes
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_saved_directory_round_trips_and_maps_features(tiny_dataset, tmp_path, dtype):
+    folder = tmp_path / "saved"
+    save_dataset(tiny_dataset, folder, feature_dtype=dtype)
+    loaded = load_dataset(str(folder))  # detected from its meta.json
+    assert isinstance(loaded.features, np.memmap) and loaded.features.dtype == np.dtype(dtype)
+    _same(tiny_dataset, loaded, features_rtol=0.0 if dtype == "float32" else 2**-10)
+    assert loaded.split == tiny_dataset.split
+
+
+def test_saved_directory_errors(tiny_dataset, tmp_path):
+    folder = tmp_path / "saved"
+    save_dataset(tiny_dataset, folder)
+    with pytest.raises(DatasetError, match="not empty"):
+        save_dataset(tiny_dataset, folder)
+    with pytest.raises(DatasetError, match="--feature-dtype"):
+        save_dataset(tiny_dataset, tmp_path / "other", feature_dtype="int8")
+    # a truncated feature file
+    data = (folder / "features.npy").read_bytes()
+    (folder / "features.npy").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match="features.npy"):
+        read_saved(folder)
+    # a foreign meta.json
+    save_dataset(tiny_dataset, tmp_path / "b")
+    (tmp_path / "b" / "meta.json").write_text(json.dumps({"format": "other", "version": 1}))
+    with pytest.raises(DatasetError, match="meta.json"):
+        read_saved(tmp_path / "b")
+    # a missing array
+    save_dataset(tiny_dataset, tmp_path / "c")
+    (tmp_path / "c" / "labels.npy").unlink()
+    with pytest.raises(DatasetError, match="labels.npy: missing"):
+        read_saved(tmp_path / "c")
+    # NaN features, found by the chunked scan
+    save_dataset(tiny_dataset, tmp_path / "d")
+    x = np.load(tmp_path / "d" / "features.npy", mmap_mode="r+")
+    x[123, 4] = np.nan
+    x.flush()
+    del x
+    with pytest.raises(DatasetError, match="NaN or infinite.*node 123"):
+        read_saved(tmp_path / "d")
+
+
+def _write(path, table, fmt):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "npy":
+        np.save(path.with_suffix(".npy"), table)
+        return
+    if np.asarray(table).dtype.kind == "f":
+        text = "\n".join(",".join(f"{v:.9g}" for v in np.atleast_1d(row)) for row in table)
+    else:
+        text = "\n".join(",".join(str(v) for v in np.atleast_1d(row)) for row in table)
+    data = (text + "\n").encode()
+    if fmt == "csv.gz":
+        path.with_suffix(".csv.gz").write_bytes(gzip.compress(data))
+    else:
+        path.with_suffix(".csv").write_bytes(data)
+
+
+def _ogb_dir(ds, root, fmt, unlabelled=()):
+    senders, receivers = ds.graph.edges()
+    once = senders < receivers  # OGB stores each undirected edge once
+    _write(root / "raw" / "edge", np.stack([senders[once], receivers[once]], 1), fmt)
+    _write(root / "raw" / "node-feat", ds.features, fmt)
+    labels = ds.labels.astype(np.float64)
+    labels[list(unlabelled)] = np.nan
+    _write(root / "raw" / "node-label", labels[:, None], fmt)
+    _write(root / "raw" / "num-node-list", np.array([ds.num_nodes]), fmt)
+    split = root / "split" / "random"
+    for part, idx in (("train", ds.train_idx), ("valid", ds.val_idx), ("test", ds.test_idx)):
+        _write(split / part, idx, fmt)
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["npy", "csv", "csv.gz"])
+def test_ogb_layout_reads_back_the_same_dataset(tiny_dataset, tmp_path, fmt):
+    root = _ogb_dir(tiny_dataset, tmp_path / "ogbn-tiny", fmt)
+    loaded = load_dataset(str(root))  # detected from raw/ + split/
+    _same(tiny_dataset, loaded)
+    assert loaded.split == "ogb:random" and loaded.name == "ogbn-tiny"
+
+
+def test_ogb_unlabelled_nodes_get_minus_one(tiny_dataset, tmp_path):
+    node = int(tiny_dataset.test_idx[0])  # made unlabelled, so it leaves the test split
+    ds = dataclasses.replace(tiny_dataset, test_idx=tiny_dataset.test_idx[1:])
+    loaded = read_ogb(_ogb_dir(ds, tmp_path / "o", "csv", unlabelled=[node]))
+    assert loaded.labels[node] == -1
+    assert np.all(np.delete(loaded.labels, node) >= 0)
+
+
+def test_ogb_errors_name_the_file(tiny_dataset, tmp_path):
+    root = _ogb_dir(tiny_dataset, tmp_path / "bad", "csv")
+    edge = root / "raw" / "edge.csv"
+    good = edge.read_text()
+    edge.write_text(good + f"0,{tiny_dataset.num_nodes}\n")
+    with pytest.raises(DatasetError, match=r"edge\.csv: node ids must lie in"):
+        read_ogb(root)
+    edge.write_text(good + "1,2,3\n")
+    with pytest.raises(DatasetError, match=r"edge\.csv: .*unequal length"):
+        read_ogb(root)
+    edge.write_text(good.replace("1", "x", 1))
+    with pytest.raises(DatasetError, match=r"edge\.csv: not a comma-separated numeric table"):
+        read_ogb(root)
+    edge.write_text(good)
+    (root / "split" / "random" / "valid.csv").unlink()
+    with pytest.raises(DatasetError, match="no valid.npy"):
+        read_ogb(root)
+    with pytest.raises(DatasetError, match="no such split"):
+        read_ogb(root, split="time")
+    gz = _ogb_dir(tiny_dataset, tmp_path / "gz", "csv.gz")
+    data = (gz / "raw" / "node-feat.csv.gz").read_bytes()
+    (gz / "raw" / "node-feat.csv.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match=r"node-feat\.csv\.gz: cannot read"):
+        read_ogb(gz)
+
+
+def test_cli_save_then_train_on_the_mapped_folder(tmp_path):
+    folder = tmp_path / "syn"
+    spec = "synthetic:nodes=400,degree=6,features=8,classes=3"
+    cmd = [sys.executable, "-m", "gns_jax"]
+    saved = subprocess.run(
+        [*cmd, "save", "--dataset", spec, "--out", str(folder), "--feature-dtype", "float16"],
+        capture_output=True,
+        text=True,
+    )
+    assert saved.returncode == 0, saved.stderr
+    assert json.loads((folder / "meta.json").read_text())["num_nodes"] == 400
+    again = subprocess.run(
+        [*cmd, "save", "--dataset", spec, "--out", str(folder)], capture_output=True, text=True
+    )
+    assert again.returncode == 2 and "not empty" in again.stderr
+    out = tmp_path / "r.json"
+    run = subprocess.run(
+        [
+            *cmd,
+            "train",
+            "--dataset",
+            str(folder),
+            "--epochs",
+            "2",
+            "--batch-size",
+            "16",
+            "--fanouts",
+            "4,3",
+            "--hidden",
+            "8",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["num_nodes"] == 400 and 0 <= result["test_accuracy"] <= 1
