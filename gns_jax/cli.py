@@ -138,6 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
         "defaults to --seed",
     )
     train.add_argument("--eval-every", type=_positive_int, default=defaults.eval_every)
+    train.add_argument(
+        "--prefetch",
+        type=int,
+        default=defaults.prefetch,
+        help="batches the input thread prepares ahead while the device computes (0: no thread)",
+    )
     train.add_argument("--out", default=None, help="write the JSON results here")
     train.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
@@ -195,6 +201,7 @@ def run_train(args: argparse.Namespace) -> dict:
         input_fanout=tuple(args.input_fanout),
         cache_first=args.cache_first,
         gns_weights=args.gns_weights,
+        prefetch=args.prefetch,
     ).validate()
     split_seed = args.seed if args.split_seed is None else args.split_seed
     if args.out is not None:

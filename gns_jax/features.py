@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gns_jax.cache import DeviceCache
-from gns_jax.instrument import CompileCounter, TransferMeter
+from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
 
 __all__ = ["FeatureLoader", "bucket", "normalize_rows"]
 
@@ -63,6 +63,7 @@ class FeatureLoader:
 
     def __init__(self, features: np.ndarray, meter: TransferMeter):
         self.features = features
+        self._mapped = isinstance(features, np.memmap)
         self.meter = meter
         self.compiles = CompileCounter()
         self._assemble = jax.jit(self.compiles.wrap(_assemble))
@@ -78,21 +79,33 @@ class FeatureLoader:
         return self._no_cache[size]
 
     def load(
-        self, src_nodes: jax.Array, cache: DeviceCache | None = None
+        self, src_nodes: jax.Array, cache: DeviceCache | None = None, watch: Stopwatch | None = None
     ) -> tuple[jax.Array, int, int]:
-        """Returns the ``[max_src, F]`` device input, real input rows, and rows moved."""
-        if cache is None:
-            slots, cache_rows = self._empty_cache(src_nodes)
-            ids = np.asarray(jax.device_get(src_nodes))
-            missing = ids >= 0
-        else:
-            slots = _slots(cache.slot_of, src_nodes)
-            cache_rows = cache.features
-            ids, slot_host = (np.asarray(a) for a in jax.device_get((src_nodes, slots)))
-            missing = (ids >= 0) & (slot_host == cache.size)
-        wanted = ids[missing]
-        buffer = np.zeros((bucket(wanted.shape[0]), self.features.shape[1]), dtype=np.float32)
-        buffer[: wanted.shape[0]] = self.features[wanted]
-        rows = self.meter.put(buffer, tag="features")
-        x = self._assemble(rows, src_nodes, slots, cache_rows)
+        """Returns the ``[max_src, F]`` device input, real input rows, and rows moved.
+
+        ``watch`` times the phases ``gather`` (ids to the host, rows from the host store) and
+        ``h2d`` (the buffer to the device and the on-device assembly, waited for).
+        """
+        watch = watch or Stopwatch()
+        with watch("gather"):
+            if cache is None:
+                slots, cache_rows = self._empty_cache(src_nodes)
+                ids = np.asarray(jax.device_get(src_nodes))
+                missing = ids >= 0
+            else:
+                slots = _slots(cache.slot_of, src_nodes)
+                cache_rows = cache.features
+                ids, slot_host = (np.asarray(a) for a in jax.device_get((src_nodes, slots)))
+                missing = (ids >= 0) & (slot_host == cache.size)
+            wanted = ids[missing]
+            buffer = np.zeros((bucket(wanted.shape[0]), self.features.shape[1]), dtype=np.float32)
+            n = wanted.shape[0]
+            if self._mapped:  # read the file in offset order, put the rows back in slot order
+                order = np.argsort(wanted, kind="stable")
+                buffer[:n][order] = self.features[wanted[order]]
+            else:
+                buffer[:n] = self.features[wanted]
+        with watch("h2d"):
+            rows = self.meter.put(buffer, tag="features")
+            x = jax.block_until_ready(self._assemble(rows, src_nodes, slots, cache_rows))
         return x, int(np.count_nonzero(ids >= 0)), int(wanted.shape[0])

@@ -44,6 +44,7 @@ from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, normalize_rows
 from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
 from gns_jax.models import GraphSAGE
+from gns_jax.pipeline import prefetch
 from gns_jax.sampling.blocks import Block
 from gns_jax.sampling.gns import WEIGHTS, GNSSampler
 from gns_jax.sampling.nodewise import NodeWiseSampler
@@ -90,6 +91,7 @@ class TrainConfig:
     input_fanout: tuple[int, int] = (0, 10)
     cache_first: bool = False
     gns_weights: str = "ht"
+    prefetch: int = 2
 
     def validate(self) -> TrainConfig:
         """Raises ConfigError naming the option when a value is impossible."""
@@ -129,6 +131,8 @@ class TrainConfig:
             raise ConfigError(
                 f"--input-fanout: need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
             )
+        if int(self.prefetch) < 0:
+            raise ConfigError(f"--prefetch: must be >= 0 batches, got {self.prefetch}")
         if self.gns_weights not in WEIGHTS:
             raise ConfigError(f"--gns-weights: unknown '{self.gns_weights}' (known: {WEIGHTS})")
         return self
@@ -404,78 +408,103 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
     step = make_train_step(graphdef, tx, counter)
 
     history, best = [], {"val": -1.0, "test": 0.0, "epoch": -1}
-    rows_moved, batches, input_nodes = 0, 0, 0
-    refresh_s, cache, cached_nodes = [], None, []
+    totals = {"rows": 0, "inputs": 0, "batches": 0}
+    refresh_s, cached_nodes = [], []
     feature_bytes_before = meter.bytes_by_tag["features"]
-    watch = Stopwatch()
+    # Two clocks: the input side (its own thread when prefetching) and the device side.
+    input_watch, device_watch = Stopwatch(), Stopwatch()
+    produced = {"timed": 0}
     train_idx = dataset.train_idx
     num_batches = -(-train_idx.shape[0] // batch_size)
-    timed_batches = 0
-    for epoch in range(config.epochs):
-        start = time.perf_counter()
-        if epoch == 1:  # the time split leaves out the first epoch (compilation)
-            watch, timed_batches = Stopwatch(), 0
-        if use_cache and epoch % config.cache_refresh == 0:
-            rng = np.random.default_rng([config.seed, _CACHE, epoch])
-            snapshot = draw_cache(rng, probs, num_draws)
-            cache, _ = build_device_cache(
-                dataset.graph, features, snapshot, put=functools.partial(meter.put, tag="cache")
-            )
-            jax.block_until_ready(cache)
-            refresh_s.append(time.perf_counter() - start)
-            cached_nodes.append(snapshot.num_cached)
-        order = np.random.default_rng([config.seed, _SHUFFLE, epoch]).permutation(train_idx)
-        losses = []
-        for b in range(num_batches):
-            seeds, counter_t = meter.put(
-                (
-                    sampler.pad_seeds(order[b * batch_size : (b + 1) * batch_size]),
-                    np.int32(epoch * num_batches + b),
-                ),
-                tag="structure",
-            )
-            batch_key = jax.random.fold_in(sample_key, counter_t)
-            with watch("sample"):
-                if use_cache:
-                    batch = sampler.sample(batch_key, seeds, cache)
-                else:
-                    batch = sampler.sample(batch_key, seeds)
-            with watch("gather"):
-                x, num_inputs, num_rows = loader.load(batch.input_nodes, cache)
-            overflow = np.asarray(jax.device_get(batch.overflow))
-            if overflow.any():
-                raise RuntimeError(
-                    f"sampler budget overflow {overflow.tolist()} "
-                    "(a bug: the budget is the worst case)"
+
+    def produce():
+        """The input side of every step, in order: cache refreshes, sampling, feature moves."""
+        cache = None
+        for epoch in range(config.epochs):
+            if epoch == 1:  # the time split leaves out the first epoch (compilation)
+                input_watch.seconds.clear()
+                produced["timed"] = 0
+            if use_cache and epoch % config.cache_refresh == 0:
+                start = time.perf_counter()
+                rng = np.random.default_rng([config.seed, _CACHE, epoch])
+                snapshot = draw_cache(rng, probs, num_draws)
+                cache, _ = build_device_cache(
+                    dataset.graph, features, snapshot, put=functools.partial(meter.put, tag="cache")
                 )
-            rows_moved += num_rows
-            input_nodes += num_inputs
-            batches += 1
-            timed_batches += 1
-            with watch("step"):
-                state, metrics = step(state, x, batch.blocks, batch.seeds, labels, dropout_key)
-            losses.append(metrics["loss"])
-        jax.block_until_ready(state)
-        epoch_time = time.perf_counter() - start
-        train_loss = float(np.mean(jax.device_get(losses)))
-        record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
-        if (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1:
-            logits = full_inference(graphdef, state.params, x_all, full_graph, dataset.num_nodes)
-            acc = evaluate(logits, labels, splits)
-            record |= {
-                "val_accuracy": acc["val"],
-                "test_accuracy": acc["test"],
-                "train_accuracy": acc["train"],
-            }
-            if acc["val"] > best["val"]:
-                best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
-        history.append(record)
-        _progress(
-            quiet,
-            f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
-            + (f"val {record['val_accuracy']:.4f}  " if "val_accuracy" in record else "")
-            + f"{epoch_time:.2f}s  {train_idx.shape[0] / epoch_time:,.0f} seeds/s",
-        )
+                jax.block_until_ready(cache)
+                refresh_s.append(time.perf_counter() - start)
+                cached_nodes.append(snapshot.num_cached)
+            order = np.random.default_rng([config.seed, _SHUFFLE, epoch]).permutation(train_idx)
+            for b in range(num_batches):
+                seeds, counter_t = meter.put(
+                    (
+                        sampler.pad_seeds(order[b * batch_size : (b + 1) * batch_size]),
+                        np.int32(epoch * num_batches + b),
+                    ),
+                    tag="structure",
+                )
+                batch_key = jax.random.fold_in(sample_key, counter_t)
+                with input_watch("sample"):
+                    if use_cache:
+                        batch = sampler.sample(batch_key, seeds, cache)
+                    else:
+                        batch = sampler.sample(batch_key, seeds)
+                    jax.block_until_ready(batch)
+                x, num_inputs, num_rows = loader.load(batch.input_nodes, cache, watch=input_watch)
+                overflow = np.asarray(jax.device_get(batch.overflow))
+                if overflow.any():
+                    raise RuntimeError(
+                        f"sampler budget overflow {overflow.tolist()} "
+                        "(a bug: the budget is the worst case)"
+                    )
+                totals["rows"] += num_rows
+                totals["inputs"] += num_inputs
+                totals["batches"] += 1
+                produced["timed"] += 1
+                yield x, batch
+
+    inputs = prefetch(produce(), config.prefetch)
+    timed_batches = 0
+    try:
+        for epoch in range(config.epochs):
+            start = time.perf_counter()
+            if epoch == 1:
+                device_watch.seconds.clear()
+                timed_batches = 0
+            losses = []
+            for _ in range(num_batches):
+                with device_watch("wait"):  # the device idles while the input is not ready
+                    x, batch = next(inputs)
+                with device_watch("step"):
+                    state, metrics = step(state, x, batch.blocks, batch.seeds, labels, dropout_key)
+                    jax.block_until_ready(state)
+                losses.append(metrics["loss"])
+                timed_batches += 1
+            epoch_time = time.perf_counter() - start
+            train_loss = float(np.mean(jax.device_get(losses)))
+            record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
+            if (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1:
+                logits = full_inference(
+                    graphdef, state.params, x_all, full_graph, dataset.num_nodes
+                )
+                acc = evaluate(logits, labels, splits)
+                record |= {
+                    "val_accuracy": acc["val"],
+                    "test_accuracy": acc["test"],
+                    "train_accuracy": acc["train"],
+                }
+                if acc["val"] > best["val"]:
+                    best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
+            history.append(record)
+            _progress(
+                quiet,
+                f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
+                + (f"val {record['val_accuracy']:.4f}  " if "val_accuracy" in record else "")
+                + f"{epoch_time:.2f}s  {train_idx.shape[0] / epoch_time:,.0f} seeds/s",
+            )
+    finally:
+        inputs.close()
+    rows_moved, input_nodes, batches = totals["rows"], totals["inputs"], totals["batches"]
 
     times = [h["time_s"] for h in history[1:]] or [history[0]["time_s"]]
     feature_bytes = meter.bytes_by_tag["features"] - feature_bytes_before
@@ -496,7 +525,13 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
         "cache_bytes_per_refresh": meter.bytes_by_tag["cache"] / max(len(refresh_s), 1),
         "compilations": counter.count,
         "assemble_compilations": loader.compiles.count,
-        "time_split_s": {k: v / timed_batches for k, v in watch.seconds.items()},
+        "time_split_s": {
+            **{k: v / max(produced["timed"], 1) for k, v in input_watch.seconds.items()},
+            **{k: v / max(timed_batches, 1) for k, v in device_watch.seconds.items()},
+        },
+        "input_wait_fraction": device_watch.seconds["wait"]
+        / max(device_watch.seconds["wait"] + device_watch.seconds["step"], 1e-12),
+        "prefetch": config.prefetch,
         "batch_size": batch_size,
         "feature_norm": _feature_norm(dataset, config),
     }

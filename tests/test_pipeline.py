@@ -1,0 +1,83 @@
+"""The prefetching input pipeline and the memory-mapped feature path."""
+
+import dataclasses
+import threading
+
+import jax
+import numpy as np
+import pytest
+
+from gns_jax.features import FeatureLoader
+from gns_jax.instrument import TransferMeter
+from gns_jax.pipeline import prefetch
+from gns_jax.train import TrainConfig, fit
+
+CONFIG = TrainConfig(epochs=3, batch_size=16, fanouts=(4, 3), hidden=16, cache_fraction=0.1)
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_prefetch_yields_every_item_in_order(depth):
+    assert list(prefetch(iter(range(50)), depth)) == list(range(50))
+
+
+def test_prefetch_raises_the_producer_error_at_its_batch():
+    def items():
+        yield 1
+        yield 2
+        raise KeyError("bad batch")
+
+    got = prefetch(items(), 2)
+    assert next(got) == 1 and next(got) == 2
+    with pytest.raises(KeyError, match="bad batch"):
+        next(got)
+
+
+def test_prefetch_close_stops_the_thread_early():
+    produced = []
+
+    def items():
+        for i in range(10_000):
+            produced.append(i)
+            yield i
+
+    got = prefetch(items(), 2)
+    assert next(got) == 0
+    got.close()
+    assert not any(t.name == "gns-jax-input" and t.is_alive() for t in threading.enumerate())
+    assert len(produced) <= 5  # the bounded queue: at most depth + 2 items were prepared
+
+
+@pytest.mark.parametrize("sampler", ["ns", "gns"])
+def test_prefetching_changes_no_number(tiny_dataset, sampler):
+    config = dataclasses.replace(CONFIG, sampler=sampler)
+    sync = fit(tiny_dataset, dataclasses.replace(config, prefetch=0), quiet=True)
+    ahead = fit(tiny_dataset, dataclasses.replace(config, prefetch=2), quiet=True)
+    assert [e["train_loss"] for e in sync["epochs"]] == [e["train_loss"] for e in ahead["epochs"]]
+    assert sync["h2d_rows_per_batch"] == ahead["h2d_rows_per_batch"]
+    assert ahead["compilations"] == 1
+    split = ahead["time_split_s"]
+    assert {"sample", "gather", "h2d", "step", "wait"} <= set(split)
+    assert all(v >= 0 for v in split.values())
+    assert 0 <= ahead["input_wait_fraction"] <= 1
+
+
+def test_memory_mapped_features_give_the_same_inputs(tiny_dataset, tmp_path):
+    x = tiny_dataset.features
+    path = tmp_path / "x.npy"
+    np.save(path, x)
+    mapped = np.load(path, mmap_mode="r")
+    rng = np.random.default_rng(0)
+    ids = np.concatenate([rng.permutation(x.shape[0])[:200], -np.ones(56, np.int64)])
+    src = jax.device_put(ids.astype(np.int32))
+    a, real_a, moved_a = FeatureLoader(x, TransferMeter()).load(src)
+    b, real_b, moved_b = FeatureLoader(mapped, TransferMeter()).load(src)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(a)[:200], x[ids[:200]])
+    assert (real_a, moved_a) == (real_b, moved_b) == (200, 200)
+
+
+def test_bad_prefetch_option(tiny_dataset):
+    from gns_jax.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--prefetch"):
+        fit(tiny_dataset, dataclasses.replace(CONFIG, prefetch=-1), quiet=True)
