@@ -1,11 +1,12 @@
 # make test   : create .venv if missing, install gns-jax with its test extra, lint, run the tests
 # make train  : create .venv if missing, install, train on a shipped real dataset (CPU is fine)
+# make theory : the numerical checks of theory/ in the report setting; rewrites theory/README.md
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-slow train lint format clean
+.PHONY: install test test-slow train theory lint format clean
 
 install: $(STAMP)
 
@@ -27,6 +28,10 @@ test-slow: $(STAMP)
 
 train: $(STAMP)
 	$(BIN)/gns-jax train --dataset cora --out results-cora.json
+
+theory: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,theory]'
+	$(BIN)/python -m theory --full
 
 format: $(STAMP)
 	$(BIN)/ruff format .

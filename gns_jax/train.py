@@ -7,7 +7,9 @@ layer by layer over the whole graph with all neighbours (no sampling), which is 
 
 Host side: :func:`fit` runs the epochs: redraw the GNS cache every ``cache_refresh`` epochs (timed,
 its bytes counted), shuffle the training nodes, sample each batch on the topology device, move the
-input features that are not cached (counted), step, evaluate, and time it all.
+input features that are not cached (counted), step, evaluate, and time it all. The input side
+(everything before the step) runs in a bounded background thread (:mod:`gns_jax.pipeline`), up to
+``config.prefetch`` batches ahead of the device.
 
 Randomness: one stream per purpose, derived from ``(seed, stream, counter)``: the shuffle of epoch
 ``e`` uses ``np.random.default_rng([seed, SHUFFLE, e])``, the cache drawn at epoch ``e``
