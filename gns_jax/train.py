@@ -53,6 +53,7 @@ from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
     "FullGraph",
+    "HostFeatures",
     "SparseFeatures",
     "TrainConfig",
     "TrainState",
@@ -289,32 +290,78 @@ def _aggregate(z: jax.Array, graph: FullGraph) -> jax.Array:
     return out
 
 
+class HostFeatures(NamedTuple):
+    """A host (possibly memory-mapped) feature matrix that evaluation streams in row chunks.
+
+    The first layer's projections ``x W_self + b`` and ``x W_nbr`` are computed ``chunk`` rows at
+    a time (each chunk moved to the device, float32, and dropped), so neither the host RAM nor the
+    device ever holds the whole matrix; the layers above work on ``hidden``-wide rows.
+    """
+
+    array: np.ndarray
+    chunk: int = 1 << 16
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _project(graphdef: nnx.GraphDef, params: nnx.State, x: jax.Array):
+    conv = nnx.merge(graphdef, params).convs[0]
+    return conv.self_proj(x), conv.nbr_proj(x)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _upper_layers(graphdef, params, self_part, nbr_part, graph: FullGraph):
+    """Every layer after the first layer's projections: aggregate, ReLU, and so on."""
+    model = nnx.merge(graphdef, params)
+    h = self_part + _aggregate(nbr_part, graph)
+    for conv in list(model.convs)[1:]:
+        h = jax.nn.relu(h)
+        h = conv.self_proj(h) + _aggregate(conv.nbr_proj(h), graph)
+    return h
+
+
 @functools.partial(jax.jit, static_argnums=(0, 4))
+def _full_inference(graphdef, params, x, graph, num_nodes):
+    model = nnx.merge(graphdef, params)
+    conv = model.convs[0]
+    if isinstance(x, SparseFeatures):
+        self_part = _sparse_matmul(x, conv.self_proj.kernel[...], num_nodes)
+        self_part = self_part + conv.self_proj.bias[...][None, :]
+        nbr_part = _sparse_matmul(x, conv.nbr_proj.kernel[...], num_nodes)
+    else:
+        self_part, nbr_part = conv.self_proj(x), conv.nbr_proj(x)
+    return _upper_layers(graphdef, params, self_part, nbr_part, graph)
+
+
 def full_inference(
     graphdef: nnx.GraphDef,
     params: nnx.State,
-    x: jax.Array | SparseFeatures,
+    x: jax.Array | SparseFeatures | HostFeatures,
     graph: FullGraph,
     num_nodes: int | None = None,
+    meter: TransferMeter | None = None,
 ):
     """Exact layer-wise inference: all nodes, all neighbours, no dropout. Returns ``[N, C]`` logits.
 
     Uses ``W_nbr sum_u w_uv h_u = sum_u w_uv (W_nbr h_u)`` (``nbr_proj`` has no bias), so each layer
-    aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones. ``x`` is dense ``[N, F]``, or
-    :class:`SparseFeatures` with ``num_nodes`` given.
+    aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones. ``x`` is dense ``[N, F]`` on
+    the device, :class:`SparseFeatures` with ``num_nodes`` given (both jitted whole), or
+    :class:`HostFeatures`, streamed in row chunks (moved through ``meter`` under ``"eval"``).
     """
-    model = nnx.merge(graphdef, params)
-    h = x
-    for i, conv in enumerate(model.convs):
-        if isinstance(h, SparseFeatures):
-            self_part = _sparse_matmul(h, conv.self_proj.kernel[...], num_nodes)
-            self_part = self_part + conv.self_proj.bias[...][None, :]
-            nbr_part = _sparse_matmul(h, conv.nbr_proj.kernel[...], num_nodes)
-        else:
-            self_part, nbr_part = conv.self_proj(h), conv.nbr_proj(h)
-        h_next = self_part + _aggregate(nbr_part, graph)
-        h = jax.nn.relu(h_next) if i < model.num_layers - 1 else h_next
-    return h
+    if not isinstance(x, HostFeatures):
+        return _full_inference(graphdef, params, x, graph, num_nodes)
+    put = functools.partial(meter.put, tag="eval") if meter else jax.device_put
+    parts = []
+    n = x.array.shape[0]
+    for start in range(0, n, x.chunk):
+        rows = np.asarray(x.array[start : start + x.chunk], dtype=np.float32)
+        if rows.shape[0] < x.chunk and n > x.chunk:  # one shape for every chunk: pad the last
+            rows = np.concatenate(
+                [rows, np.zeros((x.chunk - rows.shape[0], rows.shape[1]), rows.dtype)]
+            )
+        parts.append(_project(graphdef, params, put(rows)))
+    self_part = jnp.concatenate([p[0] for p in parts])[:n]
+    nbr_part = jnp.concatenate([p[1] for p in parts])[:n]
+    return _upper_layers(graphdef, params, self_part, nbr_part, graph)
 
 
 def evaluate(
@@ -337,9 +384,18 @@ def _progress(quiet: bool, message: str) -> None:
 
 def _feature_norm(dataset: Dataset, config: TrainConfig) -> str:
     """``auto``: row-normalise sparse non-negative (bag-of-words) features, as PyG's
-    ``NormalizeFeatures`` is used for Planetoid and Coauthor; keep dense features as stored."""
+    ``NormalizeFeatures`` is used for Planetoid and Coauthor; keep dense features as stored, and
+    memory-mapped ones too (normalising would load them whole)."""
+    mapped = isinstance(dataset.features, np.memmap)
+    if config.feature_norm == "row" and mapped:
+        raise ConfigError(
+            "--feature-norm row: the features are memory-mapped from disk and are used as "
+            "stored; normalise them before `gns-jax save`, or use --feature-norm none"
+        )
     if config.feature_norm != "auto":
         return config.feature_norm
+    if mapped:
+        return "none"
     x = dataset.features
     sparse = np.count_nonzero(x) < 0.05 * x.size
     return "row" if sparse and x.min() >= 0 else "none"
@@ -379,10 +435,13 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
         {"train": dataset.train_idx, "val": dataset.val_idx, "test": dataset.test_idx}, tag="labels"
     )
     full_graph = FullGraph.from_graph(dataset.graph, meter)
-    density = np.count_nonzero(features) / max(features.size, 1)
-    x_all = meter.put(
-        SparseFeatures.from_dense(features) if density < 0.05 else features, tag="eval"
-    )
+    if isinstance(features, np.memmap):  # streamed from the file at each evaluation
+        x_all = HostFeatures(features)
+    else:
+        density = np.count_nonzero(features) / max(features.size, 1)
+        x_all = meter.put(
+            SparseFeatures.from_dense(features) if density < 0.05 else features, tag="eval"
+        )
     use_cache = config.sampler == "gns"
     if use_cache:
         probs = cache_distribution(
@@ -487,7 +546,7 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
             record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
             if (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1:
                 logits = full_inference(
-                    graphdef, state.params, x_all, full_graph, dataset.num_nodes
+                    graphdef, state.params, x_all, full_graph, dataset.num_nodes, meter
                 )
                 acc = evaluate(logits, labels, splits)
                 record |= {

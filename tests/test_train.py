@@ -12,6 +12,7 @@ from gns_jax.instrument import CompileCounter, TransferMeter
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.train import (
     FullGraph,
+    HostFeatures,
     SparseFeatures,
     TrainConfig,
     fit,
@@ -141,6 +142,22 @@ def test_sparse_feature_evaluation_equals_dense():
     sparse = full_inference(graphdef, state.params, sparse_x, graph, ds.num_nodes)
     # float32 sums of the same products in different orders.
     np.testing.assert_allclose(sparse, dense, rtol=1e-4, atol=1e-5)
+
+
+def test_streamed_memory_mapped_evaluation_equals_dense(tmp_path):
+    ds = load_dataset("cora")
+    tx = make_optimizer(CONFIG)
+    graphdef, state = init_state(jax.random.key(0), (ds.num_features, 16, 7), CONFIG, tx)
+    graph = FullGraph.from_graph(ds.graph)
+    dense = full_inference(graphdef, state.params, jnp.asarray(ds.features), graph)
+    np.save(tmp_path / "x.npy", ds.features)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    meter = TransferMeter()
+    streamed = full_inference(
+        graphdef, state.params, HostFeatures(mapped, chunk=1000), graph, meter=meter
+    )
+    np.testing.assert_allclose(streamed, dense, rtol=1e-5, atol=1e-6)
+    assert meter.puts_by_tag["eval"] == 3  # 2708 rows in chunks of 1000, the last padded
 
 
 def test_fit_runs_without_implicit_transfers(tiny_dataset):
