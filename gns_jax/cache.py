@@ -179,19 +179,27 @@ def build_device_cache(
     *,
     put=jax.device_put,
     edge_capacity: int | None = None,
+    with_other: bool = True,
 ) -> tuple[DeviceCache, float]:
     """Builds the device arrays of a snapshot; returns them and the host build time in seconds.
 
     Args:
       put: how arrays reach the device (``TransferMeter.put`` with a tag, to count bytes).
       edge_capacity: size of ``cached_indices``; default :func:`max_cached_edges`.
+      with_other: build the non-cached adjacency (a copy of most of the graph's edges), which
+        only cache-first layers with top-ups read; without it ``other_*`` are empty
+        placeholders (``GNSSampler.needs_other`` says which a sampler needs).
     """
     start = time.perf_counter()
     m = snapshot.node_ids.shape[0]
     capacity = edge_capacity or max_cached_edges(graph, m)
     cached = snapshot.slot_of[graph.indices] < m
     cached_indptr, cached_indices = _split_csr(graph, cached, capacity)
-    other_indptr, other_indices = _split_csr(graph, ~cached, max(1, graph.num_edges))
+    if with_other:
+        other_indptr, other_indices = _split_csr(graph, ~cached, max(1, graph.num_edges))
+    else:
+        other_indptr = np.zeros(graph.num_nodes + 1, np.int32)
+        other_indices = np.zeros(1, np.int32)
     rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
     rows[: snapshot.num_cached] = features[snapshot.node_ids[: snapshot.num_cached]]
     host = DeviceCache(

@@ -417,10 +417,14 @@ def make_sampler(dataset: Dataset, config: TrainConfig, batch_size: int):
     )
 
 
-def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[str, Any]:
+def fit(
+    dataset: Dataset, config: TrainConfig, *, quiet: bool = False, evaluate_model: bool = True
+) -> dict[str, Any]:
     """Trains and evaluates; returns the JSON-ready results of DESIGN.md section 5.
 
     Test accuracy is reported at the epoch of best validation accuracy (ties: the earliest).
+    ``evaluate_model=False`` (benchmarks) skips evaluation and its full-graph arrays; the
+    accuracies are then ``None``.
     """
     config.validate()
     batch_size = min(config.batch_size, dataset.train_idx.shape[0])  # one batch may hold all
@@ -434,14 +438,15 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
     splits = meter.put(
         {"train": dataset.train_idx, "val": dataset.val_idx, "test": dataset.test_idx}, tag="labels"
     )
-    full_graph = FullGraph.from_graph(dataset.graph, meter)
-    if isinstance(features, np.memmap):  # streamed from the file at each evaluation
-        x_all = HostFeatures(features)
-    else:
-        density = np.count_nonzero(features) / max(features.size, 1)
-        x_all = meter.put(
-            SparseFeatures.from_dense(features) if density < 0.05 else features, tag="eval"
-        )
+    if evaluate_model:
+        full_graph = FullGraph.from_graph(dataset.graph, meter)
+        if isinstance(features, np.memmap):  # streamed from the file at each evaluation
+            x_all = HostFeatures(features)
+        else:
+            density = np.count_nonzero(features) / max(features.size, 1)
+            x_all = meter.put(
+                SparseFeatures.from_dense(features) if density < 0.05 else features, tag="eval"
+            )
     use_cache = config.sampler == "gns"
     if use_cache:
         probs = cache_distribution(
@@ -468,7 +473,7 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
     counter = CompileCounter()
     step = make_train_step(graphdef, tx, counter)
 
-    history, best = [], {"val": -1.0, "test": 0.0, "epoch": -1}
+    history, best = [], {"val": None, "test": None, "epoch": -1}
     totals = {"rows": 0, "inputs": 0, "batches": 0}
     refresh_s, cached_nodes = [], []
     feature_bytes_before = meter.bytes_by_tag["features"]
@@ -490,7 +495,11 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
                 rng = np.random.default_rng([config.seed, _CACHE, epoch])
                 snapshot = draw_cache(rng, probs, num_draws)
                 cache, _ = build_device_cache(
-                    dataset.graph, features, snapshot, put=functools.partial(meter.put, tag="cache")
+                    dataset.graph,
+                    features,
+                    snapshot,
+                    put=functools.partial(meter.put, tag="cache"),
+                    with_other=sampler.needs_other,
                 )
                 jax.block_until_ready(cache)
                 refresh_s.append(time.perf_counter() - start)
@@ -544,7 +553,9 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
             epoch_time = time.perf_counter() - start
             train_loss = float(np.mean(jax.device_get(losses)))
             record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
-            if (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1:
+            if evaluate_model and (
+                (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
+            ):
                 logits = full_inference(
                     graphdef, state.params, x_all, full_graph, dataset.num_nodes, meter
                 )
@@ -554,7 +565,7 @@ def fit(dataset: Dataset, config: TrainConfig, *, quiet: bool = False) -> dict[s
                     "test_accuracy": acc["test"],
                     "train_accuracy": acc["train"],
                 }
-                if acc["val"] > best["val"]:
+                if best["val"] is None or acc["val"] > best["val"]:
                     best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
             history.append(record)
             _progress(

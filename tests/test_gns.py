@@ -227,3 +227,21 @@ def test_heuristic_weights_scale_the_mean_between_1_and_5():
     take = np.bincount(block.receivers[real], minlength=block.dst_mask.shape[0])
     scaled = block.edge_weight[real] * take[block.receivers[real]]
     assert real.any() and np.all(scaled >= 1 - 1e-6) and np.all(scaled <= 5 + 1e-6)
+
+
+def test_non_cached_adjacency_is_built_only_when_a_layer_tops_up():
+    graph = random_graph(3)
+    m = 12
+    snap = draw_cache(np.random.default_rng(0), cache_distribution(graph), m)
+    feats = np.zeros((graph.num_nodes, 1), np.float32)
+    plain = GNSSampler(graph, (2, 3), 8, m)
+    topped = GNSSampler(graph, (2, 3), 8, m, cache_first_upper=True)
+    assert not plain.needs_other and topped.needs_other
+    full, _ = build_device_cache(graph, feats, snap)
+    lean, _ = build_device_cache(graph, feats, snap, with_other=False)
+    assert lean.other_indices.shape == (1,)
+    seeds = plain.pad_seeds(np.arange(8))
+    a = jax.device_get(plain.sample(jax.random.key(1), seeds, full))
+    b = jax.device_get(plain.sample(jax.random.key(1), seeds, lean))
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)

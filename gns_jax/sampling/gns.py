@@ -263,6 +263,10 @@ class GNSSampler:
         )
         self.topology = DeviceTopology.from_graph(graph, device)
         self.num_nodes = graph.num_nodes
+        # Top-ups from non-cached neighbours read the cache's non-cached adjacency.
+        self.needs_other = any(
+            first and lo > 0 for first, lo in zip(self.cache_first, self.min_fanouts)
+        )
         self._sample = jax.jit(
             functools.partial(
                 sample_gns_blocks,
