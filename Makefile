@@ -1,12 +1,16 @@
 # make test   : create .venv if missing, install gns-jax with its test extra, lint, run the tests
 # make train  : create .venv if missing, install, train on a shipped real dataset (CPU is fine)
 # make theory : the numerical checks of theory/ in the report setting; rewrites theory/README.md
+# make peers  : optional peer environment .venv-peers (CPU PyTorch, PyG, torch-sparse from source)
+#               for experiments/bench_epoch.py --pyg; never part of make test (about 15 min)
 PYTHON ?= python3
+TORCH_INDEX ?=  # e.g. https://download.pytorch.org/whl/cpu where no CPU torch wheel is local
+PEERS  := .venv-peers
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-slow train theory lint format clean
+.PHONY: install test test-slow train theory peers lint format clean
 
 install: $(STAMP)
 
@@ -33,9 +37,22 @@ theory: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,theory]'
 	$(BIN)/python -m theory --full
 
+peers: $(PEERS)/.installed
+
+$(PEERS)/.installed: pyproject.toml
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(PEERS)/bin/python -m pip install --quiet torch==2.13.0 \
+		$(if $(strip $(TORCH_INDEX)),--extra-index-url $(TORCH_INDEX))
+	$(PEERS)/bin/python -m pip install --quiet torch_geometric==2.8.1
+	MAX_JOBS=2 $(PEERS)/bin/python -m pip install --quiet --no-build-isolation \
+		--no-binary torch-scatter,torch-sparse torch-scatter torch-sparse
+	$(PEERS)/bin/python -m pip install --quiet -e .
+	touch $@
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(PEERS) .pytest_cache .ruff_cache *.egg-info
