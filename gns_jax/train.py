@@ -596,7 +596,7 @@ def fit(
         "cache_nodes": float(np.mean(cached_nodes)) if cached_nodes else 0.0,
         "cache_bytes_per_refresh": meter.bytes_by_tag["cache"] / max(len(refresh_s), 1),
         "compilations": counter.count,
-        "assemble_compilations": loader.compiles.count,
+        "assemble_compilations": loader.compilations,
         "time_split_s": {
             **{k: v / max(produced["timed"], 1) for k, v in input_watch.seconds.items()},
             **{k: v / max(timed_batches, 1) for k, v in device_watch.seconds.items()},
