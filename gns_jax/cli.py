@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--eval-every", type=_positive_int, default=defaults.eval_every)
     train.add_argument(
+        "--budget",
+        choices=("auto", "calibrated", "worst"),
+        default=defaults.budget,
+        help="static batch sizes: the exact worst case, or calibrated on the first batches "
+        "(overflows grow it and resample; auto: calibrated when it saves over 25%%)",
+    )
+    train.add_argument(
         "--prefetch",
         type=int,
         default=defaults.prefetch,
@@ -202,6 +209,7 @@ def run_train(args: argparse.Namespace) -> dict:
         cache_first=args.cache_first,
         gns_weights=args.gns_weights,
         prefetch=args.prefetch,
+        budget=args.budget,
     ).validate()
     split_seed = args.seed if args.split_seed is None else args.split_seed
     if args.out is not None:

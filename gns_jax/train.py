@@ -65,8 +65,23 @@ __all__ = [
     "train_step",
 ]
 
-_SHUFFLE, _SAMPLE, _DROPOUT, _INIT, _CACHE = 0, 1, 2, 3, 4  # stream ids, one per purpose
+_SHUFFLE, _SAMPLE, _DROPOUT, _INIT, _CACHE, _CALIBRATE = 0, 1, 2, 3, 4, 5  # one stream a purpose
+CALIBRATION_BATCHES = 8  # worst-case batches whose real sizes size a calibrated budget
+CALIBRATION_MARGIN = 1.1  # head-room over the largest size seen (then rounded up to a bucket)
+GROWTH_MARGIN = 1.25  # head-room after an overflow
+
+
+@jax.jit
+def _layer_sizes(batch) -> tuple[jax.Array, jax.Array]:
+    """Per block (input first): source nodes that are not destinations, and real edges."""
+    new = [jnp.sum(b.src_nodes >= 0) - jnp.sum(b.dst_mask) for b in batch.blocks]
+    edges = [jnp.sum(b.edge_weight != 0) for b in batch.blocks]
+    return jnp.stack(new), jnp.stack(edges)
+
+
 SAMPLERS = ("gns", "ns")
+BUDGETS = ("auto", "calibrated", "worst")
+AUTO_SAVING = 0.75  # auto keeps the worst case unless calibration cuts a layer's slots below this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +90,13 @@ class TrainConfig:
 
     ``fanouts`` are listed from the output layer to the input layer, as on the command line
     (PyG's ``num_neighbors`` order); the model has ``len(fanouts)`` layers.
+
+    ``budget`` sets the static sizes of a batch: ``worst`` is the exact worst case (no batch can
+    overflow it); ``calibrated`` sizes each layer from the real sizes of the first
+    ``CALIBRATION_BATCHES`` batches (sampled under the worst case) plus 10 % and a bucket, and a
+    batch that would not fit is measured, the budget grown (one more compilation) and the batch
+    sampled again, never truncated; ``auto`` calibrates, but keeps the worst case when
+    calibration would not cut some layer's node or edge slots below ``AUTO_SAVING`` of it.
     """
 
     sampler: str = "gns"
@@ -95,6 +117,7 @@ class TrainConfig:
     cache_first: bool = False
     gns_weights: str = "ht"
     prefetch: int = 2
+    budget: str = "auto"
 
     def validate(self) -> TrainConfig:
         """Raises ConfigError naming the option when a value is impossible."""
@@ -134,6 +157,8 @@ class TrainConfig:
             raise ConfigError(
                 f"--input-fanout: need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
             )
+        if self.budget not in BUDGETS:
+            raise ConfigError(f"--budget: one of {BUDGETS}, got '{self.budget}'")
         if int(self.prefetch) < 0:
             raise ConfigError(f"--prefetch: must be >= 0 batches, got {self.prefetch}")
         if self.gns_weights not in WEIGHTS:
@@ -469,6 +494,7 @@ def fit(
         base_key = jax.random.key(config.seed)
         graphdef, state = init_state(jax.random.fold_in(base_key, _INIT), dims, config, tx)
         sample_key = jax.random.fold_in(base_key, _SAMPLE)
+        calib_key = jax.random.fold_in(base_key, _CALIBRATE)
         dropout_key = jax.random.fold_in(base_key, _DROPOUT)
     counter = CompileCounter()
     step = make_train_step(graphdef, tx, counter)
@@ -483,9 +509,27 @@ def fit(
     train_idx = dataset.train_idx
     num_batches = -(-train_idx.shape[0] // batch_size)
 
+    worst = sampler  # the exact worst-case budget: never overflows
+    budget_log = {"growths": 0, "new": None, "edges": None}
+
+    def draw(active, key, seeds, cache):
+        return active.sample(key, seeds, cache) if use_cache else active.sample(key, seeds)
+
+    def observe(batch) -> None:
+        """Folds a worst-case batch's real sizes into the calibration maxima."""
+        new, edges = (np.asarray(a) for a in jax.device_get(_layer_sizes(batch)))
+        for name, value in (("new", new), ("edges", edges)):
+            old = budget_log[name]
+            budget_log[name] = value if old is None else np.maximum(old, value)
+
+    def calibrated(margin: float):
+        return worst.with_budget(
+            worst.budget.calibrated(budget_log["new"], budget_log["edges"], margin)
+        )
+
     def produce():
         """The input side of every step, in order: cache refreshes, sampling, feature moves."""
-        cache = None
+        cache, active = None, sampler
         for epoch in range(config.epochs):
             if epoch == 1:  # the time split leaves out the first epoch (compilation)
                 input_watch.seconds.clear()
@@ -505,6 +549,27 @@ def fit(
                 refresh_s.append(time.perf_counter() - start)
                 cached_nodes.append(snapshot.num_cached)
             order = np.random.default_rng([config.seed, _SHUFFLE, epoch]).permutation(train_idx)
+            if epoch == 0 and config.budget != "worst":
+                # Real sizes of the first batches under the worst case, from their own keys.
+                for b in range(min(CALIBRATION_BATCHES, num_batches)):
+                    seeds, counter_t = meter.put(
+                        (
+                            sampler.pad_seeds(order[b * batch_size : (b + 1) * batch_size]),
+                            np.int32(b),
+                        ),
+                        tag="structure",
+                    )
+                    observe(draw(worst, jax.random.fold_in(calib_key, counter_t), seeds, cache))
+                active = calibrated(CALIBRATION_MARGIN)
+                ratios = [
+                    a / w
+                    for a, w in zip(
+                        active.budget.max_src + active.budget.max_edges,
+                        worst.budget.max_src + worst.budget.max_edges,
+                    )
+                ]
+                if config.budget == "auto" and min(ratios) > AUTO_SAVING:
+                    active = worst  # the exact worst case is affordable: no overflow possible
             for b in range(num_batches):
                 seeds, counter_t = meter.put(
                     (
@@ -515,22 +580,30 @@ def fit(
                 )
                 batch_key = jax.random.fold_in(sample_key, counter_t)
                 with input_watch("sample"):
-                    if use_cache:
-                        batch = sampler.sample(batch_key, seeds, cache)
-                    else:
-                        batch = sampler.sample(batch_key, seeds)
+                    batch = draw(active, batch_key, seeds, cache)
+                    overflow = np.asarray(jax.device_get(batch.overflow))
+                    if overflow.any():
+                        if active is worst:
+                            raise RuntimeError(
+                                f"sampler budget overflow {overflow.tolist()} "
+                                "(a bug: the budget is the worst case)"
+                            )
+                        # Never truncate: measure this batch exactly, grow, and sample it again
+                        # (one more compilation of the sampler and the step).
+                        observe(draw(worst, batch_key, seeds, cache))
+                        active = calibrated(GROWTH_MARGIN)
+                        budget_log["growths"] += 1
+                        batch = draw(active, batch_key, seeds, cache)
+                        if np.asarray(jax.device_get(batch.overflow)).any():
+                            active = worst
+                            batch = draw(active, batch_key, seeds, cache)
                     jax.block_until_ready(batch)
                 x, num_inputs, num_rows = loader.load(batch.input_nodes, cache, watch=input_watch)
-                overflow = np.asarray(jax.device_get(batch.overflow))
-                if overflow.any():
-                    raise RuntimeError(
-                        f"sampler budget overflow {overflow.tolist()} "
-                        "(a bug: the budget is the worst case)"
-                    )
                 totals["rows"] += num_rows
                 totals["inputs"] += num_inputs
                 totals["batches"] += 1
                 produced["timed"] += 1
+                budget_log["active"] = active.budget
                 yield x, batch
 
     inputs = prefetch(produce(), config.prefetch)
@@ -605,5 +678,14 @@ def fit(
         / max(device_watch.seconds["wait"] + device_watch.seconds["step"], 1e-12),
         "prefetch": config.prefetch,
         "batch_size": batch_size,
+        "budget": {
+            "mode": config.budget,
+            "calibrated": budget_log.get("active", worst.budget) != worst.budget,
+            "input_slots": int(budget_log.get("active", worst.budget).max_src[0]),
+            "worst_case_input_slots": int(worst.budget.max_src[0]),
+            "edge_slots": [int(v) for v in budget_log.get("active", worst.budget).max_edges],
+            "worst_case_edge_slots": [int(v) for v in worst.budget.max_edges],
+            "growths": budget_log["growths"],
+        },
         "feature_norm": _feature_norm(dataset, config),
     }

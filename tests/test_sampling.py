@@ -152,3 +152,65 @@ def test_bad_sampler_options(setup, fanouts, batch_size):
     graph, _, _ = setup
     with pytest.raises(ConfigError, match="fanouts|batch-size"):
         NodeWiseSampler(graph, fanouts, batch_size)
+
+
+def _real_edges(batch):
+    """The set of (source id, destination id, weight) of every real edge, per block."""
+    out = []
+    for block in batch.blocks:
+        real = block.edge_weight != 0
+        dst = block.src_nodes[: block.dst_mask.shape[0]]
+        out.append(
+            sorted(
+                zip(
+                    block.src_nodes[block.senders[real]].tolist(),
+                    dst[block.receivers[real]].tolist(),
+                    np.round(block.edge_weight[real], 6).tolist(),
+                )
+            )
+        )
+    return out
+
+
+def test_calibrated_budget_is_bounded_by_the_worst_case_and_covers_what_it_saw():
+    worst = Budget.worst_case(1000, (5, 10, 15), 2_400_000)
+    new, edges = (400_000, 120_000, 14_000), (680_000, 150_000, 14_900)
+    cal = worst.calibrated(new, edges, margin=1.1)
+    assert cal.max_seeds == worst.max_seeds
+    for layer in range(3):
+        assert cal.max_src[layer] <= worst.max_src[layer]
+        assert cal.max_edges[layer] <= worst.max_edges[layer]
+        assert cal.max_src[layer] - cal.max_dst[layer] - 1 >= min(
+            1.1 * new[layer], worst.max_src[layer] - worst.max_dst[layer] - 1
+        )
+        width = worst.max_edges[layer] // worst.max_dst[layer]
+        assert cal.max_edges[layer] >= min(1.1 * edges[layer], cal.max_dst[layer] * width)
+    assert cal.max_src[0] < 0.7 * worst.max_src[0]  # the point: far fewer input slots
+
+
+def test_compacted_edges_are_the_same_edges_and_overflow_is_flagged(setup):
+    graph, sampler, edges = setup
+    seeds = sampler.pad_seeds(np.arange(6))
+    key = jax.random.key(3)
+    full = jax.device_get(sampler.sample(key, seeds))
+    real = [int((b.edge_weight != 0).sum()) for b in full.blocks]
+    new = [int((b.src_nodes >= 0).sum() - b.dst_mask.sum()) for b in full.blocks]
+    # Keep the node slots of the worst case (same random draws), compact the edges exactly.
+    tight = sampler.budget._replace(max_edges=tuple(real))
+    same = jax.device_get(sampler.with_budget(tight).sample(key, seeds))
+    assert not same.overflow.any()
+    assert _real_edges(same) == _real_edges(full)
+    assert [b.senders.shape[0] for b in same.blocks] == real
+    short = sampler.budget._replace(max_edges=(real[0] - 1, *real[1:]))
+    assert jax.device_get(sampler.with_budget(short).sample(key, seeds)).overflow[0] > 0
+    # Too few node slots are flagged too.
+    few = sampler.budget._replace(
+        max_src=(full.blocks[0].dst_mask.shape[0] + 2, *sampler.budget.max_src[1:])
+    )
+    assert jax.device_get(sampler.with_budget(few).sample(key, seeds)).overflow[0] > 0
+    # A calibrated budget samples valid blocks: every real edge is an edge of the graph.
+    cal = sampler.budget.calibrated(new, real, margin=1.5)
+    batch = jax.device_get(sampler.with_budget(cal).sample(jax.random.key(4), seeds))
+    assert not batch.overflow.any()
+    for layer in _real_edges(batch):
+        assert all((u, v) in edges for u, v, _ in layer)

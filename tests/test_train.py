@@ -174,3 +174,29 @@ def test_auto_feature_norm_rows_normalises_only_sparse_bag_of_words(tiny_dataset
     assert _feature_norm(load_dataset("tolokers"), config) == "none"  # dense
     assert _feature_norm(tiny_dataset, config) == "none"  # Gaussian, negative values
     assert _feature_norm(tiny_dataset, dataclasses.replace(config, feature_norm="row")) == "row"
+
+
+def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(tiny_dataset, monkeypatch):
+    import gns_jax.train as train_module
+
+    # Calibrate on one batch with no head-room, so that later batches overflow and must grow.
+    monkeypatch.setattr(train_module, "CALIBRATION_BATCHES", 1)
+    monkeypatch.setattr(train_module, "CALIBRATION_MARGIN", 0.6)
+    config = dataclasses.replace(CONFIG, epochs=3, budget="calibrated")
+    first = fit(tiny_dataset, config, quiet=True)
+    budget = first["budget"]
+    assert budget["calibrated"] and budget["growths"] >= 1
+    assert budget["input_slots"] <= budget["worst_case_input_slots"]
+    # one step compilation per budget that reached the step (a growth before the first step
+    # replaces the calibrated budget before it is ever compiled)
+    assert 1 <= first["compilations"] <= 1 + budget["growths"]
+    assert np.all(np.isfinite([e["train_loss"] for e in first["epochs"]]))
+    again = fit(tiny_dataset, config, quiet=True)
+    assert [e["train_loss"] for e in first["epochs"]] == [e["train_loss"] for e in again["epochs"]]
+    assert again["budget"] == budget
+
+
+def test_worst_case_budget_never_grows(tiny_dataset):
+    result = fit(tiny_dataset, dataclasses.replace(CONFIG, budget="worst"), quiet=True)
+    assert not result["budget"]["calibrated"] and result["budget"]["growths"] == 0
+    assert result["budget"]["input_slots"] == result["budget"]["worst_case_input_slots"]

@@ -15,6 +15,8 @@ Layout of one block (DESIGN.md section 4), for ``max_dst`` destination and ``max
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -117,6 +119,33 @@ class Budget(NamedTuple):
             max_src.append(max_dst + min((max_dst - 1) * fanout, num_nodes) + 1)
             max_dst = max_src[-1]
         return cls(batch_size + 1, tuple(reversed(max_src)), tuple(reversed(max_edges)))
+
+    def calibrated(
+        self, new_nodes: Sequence[int], edges: Sequence[int], margin: float = 1.1
+    ) -> Budget:
+        """A budget sized from observed batches, never above this one (the worst case).
+
+        Args:
+          new_nodes: per layer (input first), the most source nodes seen that were not also
+            destinations, over the calibration batches.
+          edges: per layer, the most real edges seen.
+          margin: head-room factor; each size is then rounded up to a bucket (at most 12.5 %
+            more), which also keeps the number of distinct shapes small when a budget grows.
+        """
+        from gns_jax.features import bucket  # a leaf module: no import cycle
+
+        layers = len(self.max_src)
+        max_src, max_edges = [0] * layers, [0] * layers
+        max_dst = self.max_seeds
+        for layer in reversed(range(layers)):
+            worst_dst = self.max_dst[layer]
+            worst_new = self.max_src[layer] - worst_dst - 1
+            width = self.max_edges[layer] // worst_dst
+            new = min(worst_new, bucket(math.ceil(new_nodes[layer] * margin) + 1, 16))
+            max_src[layer] = max_dst + new + 1
+            max_edges[layer] = min(max_dst * width, bucket(math.ceil(edges[layer] * margin), 16))
+            max_dst = max_src[layer]
+        return Budget(self.max_seeds, tuple(max_src), tuple(max_edges))
 
 
 def pad_seeds(seeds: np.ndarray, budget: Budget) -> np.ndarray:

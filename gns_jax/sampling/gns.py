@@ -28,6 +28,7 @@ Upper layers always carry the mean coefficient ``1/k``.
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import jax
@@ -179,7 +180,9 @@ def sample_gns_blocks(
                 weight = jnp.where(edge_mask, 1.0 / jnp.maximum(take, 1.0), 0.0)
         else:
             nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, hi)
-        block, over = make_block(num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer])
+        block, over = make_block(
+            num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer], budget.max_edges[layer]
+        )
         blocks.append(block)
         overflow.append(over)
         if layer > 0 and weights == "heuristic":
@@ -267,16 +270,26 @@ class GNSSampler:
         self.needs_other = any(
             first and lo > 0 for first, lo in zip(self.cache_first, self.min_fanouts)
         )
-        self._sample = jax.jit(
+        self._sample = self._jit(self.budget)
+
+    def _jit(self, budget: Budget):
+        return jax.jit(
             functools.partial(
                 sample_gns_blocks,
                 min_fanouts=self.min_fanouts,
                 max_fanouts=self.max_fanouts,
                 cache_first=self.cache_first,
                 weights=self.weights,
-                budget=self.budget,
+                budget=budget,
             )
         )
+
+    def with_budget(self, budget: Budget) -> GNSSampler:
+        """The same sampler (same device topology) with other static sizes; jitted anew."""
+        other = copy.copy(self)
+        other.budget = budget
+        other._sample = self._jit(budget)
+        return other
 
     def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
         """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""

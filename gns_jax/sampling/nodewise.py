@@ -13,6 +13,7 @@ static size), which STACK.md measured as far cheaper under jit than ``jnp.unique
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import NamedTuple
 
@@ -158,11 +159,13 @@ def make_block(
     edge_mask: jax.Array,
     weight: jax.Array,
     max_src: int,
+    max_edges: int | None = None,
 ) -> tuple[Block, jax.Array]:
     """Relabels sampled ``[max_dst, width]`` neighbours into a padded :class:`Block`. Jittable.
 
-    Returns the block and the number of nodes that did not fit ``max_src`` (their edges become
-    padding; a non-zero count marks the batch invalid).
+    With ``max_edges`` below ``max_dst * width`` (a calibrated budget) the real edges are
+    compacted, in order, into ``max_edges`` slots. Returns the block and the number of nodes and
+    edges that did not fit (they become padding; a non-zero count marks the batch invalid).
     """
     max_dst = dst.shape[0]
     src_nodes, senders, overflow = relabel(
@@ -170,11 +173,23 @@ def make_block(
     )
     kept = edge_mask & (senders < max_src - 1)
     receivers = jnp.broadcast_to(jnp.arange(max_dst, dtype=jnp.int32)[:, None], nbrs.shape)
+    senders = jnp.where(kept, senders, max_src - 1).reshape(-1)
+    receivers = jnp.where(kept, receivers, max_dst - 1).reshape(-1)
+    weight = jnp.where(kept, weight, 0.0).reshape(-1).astype(jnp.float32)
+    if max_edges is not None and max_edges < senders.shape[0]:
+        flat = kept.reshape(-1)
+        (index,) = jnp.nonzero(flat, size=max_edges, fill_value=senders.shape[0])
+        fits = index < senders.shape[0]
+        safe = jnp.where(fits, index, 0)
+        senders = jnp.where(fits, senders[safe], max_src - 1)
+        receivers = jnp.where(fits, receivers[safe], max_dst - 1)
+        weight = jnp.where(fits, weight[safe], 0.0)
+        overflow = overflow + jnp.maximum(jnp.sum(flat, dtype=jnp.int32) - max_edges, 0)
     block = Block(
         src_nodes=src_nodes,
-        senders=jnp.where(kept, senders, max_src - 1).reshape(-1),
-        receivers=jnp.where(kept, receivers, max_dst - 1).reshape(-1),
-        edge_weight=jnp.where(kept, weight, 0.0).reshape(-1).astype(jnp.float32),
+        senders=senders,
+        receivers=receivers,
+        edge_weight=weight,
         dst_mask=dst >= 0,
     )
     return block, overflow
@@ -195,7 +210,13 @@ def sample_blocks(
     for layer in reversed(range(len(fanouts))):  # output layer first
         nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, fanouts[layer])
         block, over = make_block(
-            topology.num_nodes, dst, nbrs, edge_mask, weight, budget.max_src[layer]
+            topology.num_nodes,
+            dst,
+            nbrs,
+            edge_mask,
+            weight,
+            budget.max_src[layer],
+            budget.max_edges[layer],
         )
         blocks.append(block)
         overflow.append(over)
@@ -257,6 +278,15 @@ class NodeWiseSampler:
     def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
         """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
         return pad_seeds(seeds, self.budget)
+
+    def with_budget(self, budget: Budget) -> NodeWiseSampler:
+        """The same sampler (same device topology) with other static sizes; jitted anew."""
+        other = copy.copy(self)
+        other.budget = budget
+        other._sample = jax.jit(
+            functools.partial(sample_blocks, fanouts=self.fanouts, budget=budget)
+        )
+        return other
 
     def sample(self, key: jax.Array, seeds: jax.Array) -> MiniBatch:
         """Samples a batch; ``seeds`` as returned by :meth:`pad_seeds` (host or device)."""
