@@ -67,8 +67,8 @@ __all__ = [
 
 _SHUFFLE, _SAMPLE, _DROPOUT, _INIT, _CACHE, _CALIBRATE = 0, 1, 2, 3, 4, 5  # one stream a purpose
 CALIBRATION_BATCHES = 8  # worst-case batches whose real sizes size a calibrated budget
-CALIBRATION_MARGIN = 1.1  # head-room over the largest size seen (then rounded up to a bucket)
-GROWTH_MARGIN = 1.25  # head-room after an overflow
+CALIBRATION_MARGIN = 1.2  # head-room over the largest size seen (then rounded up to a bucket)
+GROWTH_MARGIN = 1.5  # head-room after an overflow
 
 
 @jax.jit
@@ -93,7 +93,7 @@ class TrainConfig:
 
     ``budget`` sets the static sizes of a batch: ``worst`` is the exact worst case (no batch can
     overflow it); ``calibrated`` sizes each layer from the real sizes of the first
-    ``CALIBRATION_BATCHES`` batches (sampled under the worst case) plus 10 % and a bucket, and a
+    ``CALIBRATION_BATCHES`` batches (sampled under the worst case) plus 20 % and a bucket, and a
     batch that would not fit is measured, the budget grown (one more compilation) and the batch
     sampled again, never truncated; ``auto`` calibrates, but keeps the worst case when
     calibration would not cut some layer's node or edge slots below ``AUTO_SAVING`` of it.
