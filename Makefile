@@ -35,7 +35,7 @@ train: $(STAMP)
 
 theory: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,theory]'
-	$(BIN)/python -m theory --full
+	$(BIN)/python -m theory --full --json theory/full-run.json
 
 peers: $(PEERS)/.installed
 

@@ -1,4 +1,6 @@
-"""``python -m theory [--full] [--only NAME ...] [--json PATH]``: run the checks, print verdicts.
+"""``python -m theory [--full] [--only NAME ...] [--json PATH] [--from-json PATH]``.
+
+Runs the checks and prints their verdicts.
 
 Exit status 0 when every check passes, 1 when one fails (each FAIL is printed with its figures).
 ``--full`` runs the report setting and rewrites ``theory/README.md`` and ``theory/figures/``.
@@ -73,6 +75,22 @@ def run(names, setting, *, quiet: bool = False) -> dict:
     return results
 
 
+def _report_from_json(path: Path, parser) -> int:
+    from theory.report import results_from_json, write_report
+
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        parser.error(f"--from-json {path}: not a readable JSON file ({e})")
+    meta = saved.pop("_run", {})
+    if meta.get("setting") != FULL.name:
+        parser.error(f"--from-json {path}: not the JSON of a --full run")
+    results = results_from_json(saved)
+    write_report(results, FULL, HERE, meta["environment"], meta["seconds"])
+    print(f"wrote {HERE / 'README.md'} and {HERE / 'figures'} from {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theory", description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the report setting; rewrites README")
@@ -85,7 +103,14 @@ def main(argv=None) -> int:
         help=f"run only these checks (of {', '.join(MODULES)})",
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        help="rewrite theory/README.md from a --full run's --json file, without rerunning",
+    )
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        return _report_from_json(args.from_json, parser)
     if args.json is not None and not args.json.parent.is_dir():
         parser.error(f"--json: folder {args.json.parent} does not exist")
     setting = FULL if args.full else SMALL
@@ -99,7 +124,8 @@ def main(argv=None) -> int:
         f"({setting.name} setting; {environment()})"
     )
     if args.json is not None:
-        args.json.write_text(json.dumps(_jsonable(results), indent=1))
+        run_info = {"setting": setting.name, "environment": environment(), "seconds": elapsed}
+        args.json.write_text(json.dumps({**_jsonable(results), "_run": run_info}, indent=1))
     if args.full:
         from theory.report import write_report
 

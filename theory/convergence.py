@@ -232,7 +232,7 @@ def table(result: dict) -> str:
         f"s = eta L = {result['s']:.3f}; f(theta_0) = {result['f0']:.4f}.",
         "",
         "| sampler | sigma^2 | b^2 | bound floor | eta L at the end of the run "
-        "| under the bound | mean ||grad f||^2, last quarter | final loss |",
+        "| under the bound | mean \\|\\|grad f\\|\\|^2, last quarter | final loss |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:

@@ -28,7 +28,9 @@ python -m theory --only variance --json out.json   # one check, every figure as 
 ```
 
 The tests (`tests/test_theory.py`) run each check in the small setting and assert its criterion.
-This file was written by `python -m theory --full`; figures below are from that run.
+This file was written by `python -m theory --full --json theory/full-run.json`; the figures below
+are from that run, whose every number is in `full-run.json` (`python -m theory --from-json
+theory/full-run.json` redraws this file and the plots from it without rerunning).
 """
 
 ASSUMPTIONS = """\
@@ -55,6 +57,11 @@ ASSUMPTIONS = """\
 """
 
 
+def _cell(text: str) -> str:
+    """Markdown table cell: ``|`` (as in ``|z|`` or ``||grad f||``) escaped."""
+    return str(text).replace("|", "\\|")
+
+
 def _summary(results: dict) -> str:
     lines = [
         "## Results, one row per claim",
@@ -65,10 +72,37 @@ def _summary(results: dict) -> str:
     for result in results.values():
         for c in result["checks"]:
             lines.append(
-                f"| {c.claim} | `{c.module}` | {c.measured} | {c.criterion} "
+                f"| {_cell(c.claim)} | `{c.module}` | {_cell(c.measured)} | {_cell(c.criterion)} "
                 f"| {'PASS' if c.passed else 'FAIL'} |"
             )
     return "\n".join(lines)
+
+
+_ARRAYS = {
+    "variance": {
+        "sweep": ("rho", "measured", "closed"),
+        "per_node": ("degree", "measured", "predicted", "ns_measured", "ns_predicted"),
+    },
+}
+
+
+def results_from_json(saved: dict) -> dict:
+    """The results of a run from its ``--json`` file (checks and arrays restored)."""
+    from theory.common import Check
+
+    results = {}
+    for name, result in saved.items():
+        result = dict(result)
+        result["checks"] = [Check(**c) for c in result["checks"]]
+        for part, keys in _ARRAYS.get(name, {}).items():
+            result[part] = {k: np.asarray(v) if k in keys else v for k, v in result[part].items()}
+        if name == "convergence":
+            result["rows"] = [
+                {k: np.asarray(v) if isinstance(v, list) else v for k, v in row.items()}
+                for row in result["rows"]
+            ]
+        results[name] = result
+    return results
 
 
 def write_report(results: dict, setting: Setting, folder: Path, env: str, elapsed: float):
