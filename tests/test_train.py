@@ -200,3 +200,19 @@ def test_worst_case_budget_never_grows(tiny_dataset):
     result = fit(tiny_dataset, dataclasses.replace(CONFIG, budget="worst"), quiet=True)
     assert not result["budget"]["calibrated"] and result["budget"]["growths"] == 0
     assert result["budget"]["input_slots"] == result["budget"]["worst_case_input_slots"]
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.3, 0.9])
+def test_dropout_keeps_k_over_256_and_stays_unbiased(rate):
+    from gns_jax.models import dropout
+
+    n = 200_000
+    x = jnp.full((n // 100, 100), 2.0)
+    y = np.asarray(dropout(jax.random.key(1), x, rate))
+    keep = round((1 - rate) * 256) / 256
+    kept = y != 0
+    # Binomial keep fraction within 4.5 standard errors; kept values scaled by 1/keep.
+    assert abs(kept.mean() - keep) < 4.5 * np.sqrt(keep * (1 - keep) / n)
+    np.testing.assert_allclose(y[kept], 2.0 / keep, rtol=1e-6)
+    assert abs(y.mean() - 2.0) < 4.5 * 2.0 * np.sqrt((1 - keep) / keep / n)
+    assert dropout(None, x, rate) is x and dropout(jax.random.key(1), x, 0.0) is x
