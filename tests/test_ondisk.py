@@ -12,6 +12,7 @@ import pytest
 from gns_jax.datasets import load_dataset
 from gns_jax.errors import DatasetError
 from gns_jax.ondisk import read_ogb, read_saved, save_dataset
+from tests.test_cli import TINY
 
 
 def _same(a, b, features_rtol=0.0):
@@ -143,7 +144,7 @@ def test_ogb_errors_name_the_file(tiny_dataset, tmp_path):
 
 def test_cli_save_then_train_on_the_mapped_folder(tmp_path):
     folder = tmp_path / "syn"
-    spec = "synthetic:nodes=400,degree=6,features=8,classes=3"
+    spec = TINY[1]  # the CLI tests' small synthetic graph
     cmd = [sys.executable, "-m", "gns_jax"]
     saved = subprocess.run(
         [*cmd, "save", "--dataset", spec, "--out", str(folder), "--feature-dtype", "float16"],
@@ -157,26 +158,10 @@ def test_cli_save_then_train_on_the_mapped_folder(tmp_path):
     )
     assert again.returncode == 2 and "not empty" in again.stderr
     out = tmp_path / "r.json"
+    # the small training options of the CLI tests, on the saved folder instead
+    options = [*TINY[2:], "--quiet", "--out", str(out)]
     run = subprocess.run(
-        [
-            *cmd,
-            "train",
-            "--dataset",
-            str(folder),
-            "--epochs",
-            "2",
-            "--batch-size",
-            "16",
-            "--fanouts",
-            "4,3",
-            "--hidden",
-            "8",
-            "--quiet",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+        [*cmd, "train", "--dataset", str(folder), *options], capture_output=True, text=True
     )
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
