@@ -70,8 +70,9 @@ class MiniBatch(NamedTuple):
         layer ``l + 1`` equal the destination prefix of layer ``l``.
       seeds: int32 ``[max_seeds]``, the output nodes; ``-1`` in padding slots.
       seed_mask: bool ``[max_seeds]``.
-      overflow: int32 ``[num_layers]``, nodes per layer that did not fit the budget. Always 0
-        under a worst-case budget; a non-zero entry means the batch is invalid (never trained on).
+      overflow: int32 ``[num_layers]``, nodes and edges per layer that did not fit the budget.
+        Always 0 under a worst-case budget; a non-zero entry means the batch is invalid (never
+        trained on: ``fit`` grows a calibrated budget and samples the batch again).
     """
 
     blocks: tuple[Block, ...]
