@@ -34,6 +34,7 @@ __all__ = [
     "Check",
     "Setting",
     "bonferroni_z",
+    "by_fraction",
     "gns_input_draws",
     "ns_input_draws",
     "scalar_signal",
@@ -103,6 +104,11 @@ class Check(NamedTuple):
     measured: str
     criterion: str
     passed: bool
+
+
+def by_fraction(rows: list[dict], key: str) -> str:
+    """``"1%: 0.123, 5%: 0.0456"``: one figure per cache fraction, for a check's measured text."""
+    return ", ".join(f"{100 * r['fraction']:g}%: {r[key]:.3g}" for r in rows)
 
 
 def bonferroni_z(num_tests: int, alpha: float = 0.01) -> float:

@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from theory.common import Check, Setting
+from theory.common import Check, Setting, by_fraction
 from theory.problem import Problem
 
 STEP_MARGIN = 2.0  # eta = 1 / (STEP_MARGIN * L): room for the sharpening along the run
@@ -201,9 +201,9 @@ def run(setting: Setting, seed: int = 0) -> dict:
             module="theory/convergence.py",
             measured=(
                 f"floor NS {ns['floor']:.3g}, GNS "
-                + ", ".join(f"{100 * r['fraction']:g}%: {r['floor']:.3g}" for r in gns)
+                + by_fraction(gns, "floor")
                 + f"; tail ||grad f||^2 NS {ns['tail']:.3g}, GNS "
-                + ", ".join(f"{100 * r['fraction']:g}%: {r['tail']:.3g}" for r in gns)
+                + by_fraction(gns, "tail")
                 + f"; proper size: {'none tested' if proper is None else f'{100 * proper:g} %'}"
             ),
             criterion="some tested fraction has both ratios GNS/NS <= 2",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from theory.common import Check, Setting, bonferroni_z
+from theory.common import Check, Setting, bonferroni_z, by_fraction
 from theory.problem import Problem
 
 
@@ -111,7 +111,7 @@ def run(setting: Setting, seed: int = 0) -> dict:
                 module="theory/gradients.py",
                 measured=(
                     f"{setting.model_dataset}, rel. MSE GNS "
-                    + ", ".join(f"{100 * r['fraction']:g}%: {r['mse']:.3g}" for r in gns)
+                    + by_fraction(gns, "mse")
                     + f"; NS {ns['mse']:.3g} (GNS/NS at {100 * gns[-1]['fraction']:g}%: "
                     f"{gns[-1]['mse'] / ns['mse']:.1f}x; within 2x of NS: {_pct(proper[stage])})"
                 ),
