@@ -23,9 +23,10 @@ def dropout(key: jax.Array | None, x: jax.Array, rate: float) -> jax.Array:
 
     The keep probability is ``k / 256`` with ``k = round((1 - rate) * 256)`` (exact for rates
     that are multiples of 1/256, such as 0.5), and kept values are scaled by ``256 / k``, so the
-    layer stays unbiased. One random byte per element, four per 32-bit word: a quarter of the
-    random words of ``jax.random.bernoulli``, whose threefry bits cost about half of a CPU
-    training step on products-scale batches (experiments/README.md).
+    layer stays unbiased. Each element reads the fewest random bits that express ``k / 256``
+    exactly: one bit at rate 0.5 (32 elements per 32-bit word), two at 0.25 or 0.75, up to a
+    byte. ``jax.random.bernoulli`` uses a whole word per element; its threefry bits were about
+    half of a CPU training step on products-scale batches (experiments/README.md).
     """
     if key is None or rate == 0.0:
         return x
@@ -34,10 +35,17 @@ def dropout(key: jax.Array | None, x: jax.Array, rate: float) -> jax.Array:
         return x
     if keep <= 0:
         return jnp.zeros_like(x)
-    words = jax.random.bits(key, (-(-x.size // 4),), jnp.uint32)
-    random_bytes = jax.lax.bitcast_convert_type(words, jnp.uint8).reshape(-1)[: x.size]
-    kept = random_bytes.reshape(x.shape) < keep
-    return jnp.where(kept, x * (256.0 / keep), 0.0).astype(x.dtype)
+    bits = next(b for b in (1, 2, 4, 8) if keep % (256 >> b) == 0)
+    per_word = 32 // bits
+    # Element (r, c) of the 2-D view reads bits [s, s + bits) of word (r // per_word, c), with
+    # s = (r % per_word) * bits; this layout fuses into one pass on XLA:CPU.
+    rows = x.shape[0] if x.ndim else 1
+    view = x.reshape(rows, -1)
+    words = jax.random.bits(key, (-(-rows // per_word), view.shape[1]), jnp.uint32)
+    shifts = jnp.arange(per_word, dtype=jnp.uint32)[None, :, None] * bits
+    fields = ((words[:, None, :] >> shifts) & ((1 << bits) - 1)).reshape(-1, view.shape[1])
+    kept = fields[:rows] < (keep >> (8 - bits))
+    return jnp.where(kept, view * (256.0 / keep), 0.0).astype(x.dtype).reshape(x.shape)
 
 
 class SAGEConv(nnx.Module):

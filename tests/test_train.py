@@ -216,3 +216,21 @@ def test_dropout_keeps_k_over_256_and_stays_unbiased(rate):
     np.testing.assert_allclose(y[kept], 2.0 / keep, rtol=1e-6)
     assert abs(y.mean() - 2.0) < 4.5 * 2.0 * np.sqrt((1 - keep) / keep / n)
     assert dropout(None, x, rate) is x and dropout(jax.random.key(1), x, 0.0) is x
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.25, 0.3])
+def test_dropout_masks_of_rows_sharing_a_random_word_are_independent(rate):
+    # Rows r and r + 1 read neighbouring bits of one word: P(both kept) must be keep^2.
+    from gns_jax.models import dropout
+
+    x = jnp.ones((64_000, 7))
+    kept = np.asarray(dropout(jax.random.key(2), x, rate)) != 0
+    keep = round((1 - rate) * 256) / 256
+    both = kept[0::2] & kept[1::2]
+    n = both.size
+    assert abs(both.mean() - keep**2) < 4.5 * np.sqrt(keep**2 * (1 - keep**2) / n)
+    # Any shape works, and the mask is a function of the key alone.
+    for shape in [(1001,), (3, 5, 7)]:
+        y = dropout(jax.random.key(3), jnp.ones(shape), rate)
+        assert y.shape == shape
+        np.testing.assert_array_equal(y, dropout(jax.random.key(3), jnp.ones(shape), rate))
