@@ -38,6 +38,7 @@ import numpy as np
 
 from gns_jax.datasets import load_dataset
 from gns_jax.features import FeatureLoader
+from gns_jax.hostmem import restart_with_huge_pages
 from gns_jax.instrument import TransferMeter
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.train import TrainConfig, fit
@@ -58,6 +59,7 @@ def hardware() -> dict:
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "devices": [str(d) for d in jax.devices()],
         "python": platform.python_version(),
     }
@@ -318,6 +320,8 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
+    if argv is None:  # glibc reads GLIBC_TUNABLES at start-up (gns_jax/hostmem.py)
+        restart_with_huge_pages()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--batches", type=int, default=10, help="timed batches per round")

@@ -182,6 +182,7 @@ def _environment() -> dict:
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
         "machine": platform.machine(),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
         "processor": platform.processor() or platform.machine(),
     }
 
@@ -276,6 +277,11 @@ def run_save(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command; ``argv=None`` reads ``sys.argv`` and may restart once with huge pages."""
+    if argv is None:
+        from gns_jax.hostmem import restart_with_huge_pages
+
+        restart_with_huge_pages()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
