@@ -214,3 +214,30 @@ def test_compacted_edges_are_the_same_edges_and_overflow_is_flagged(setup):
     assert not batch.overflow.any()
     for layer in _real_edges(batch):
         assert all((u, v) in edges for u, v, _ in layer)
+
+
+@pytest.mark.parametrize("max_new", [40, 7, 0])
+def test_relabel_matches_a_numpy_reference(max_new):
+    from gns_jax.sampling.nodewise import relabel
+
+    rng = np.random.default_rng(max_new)
+    num_nodes, max_dst, width = 50, 9, 6
+    dst = np.full(max_dst, -1, np.int32)
+    dst[:6] = rng.choice(num_nodes, 6, replace=False)
+    nbrs = rng.integers(0, num_nodes, (max_dst, width)).astype(np.int32)
+    mask = rng.random((max_dst, width)) < 0.7
+    mask[dst < 0] = False
+    src, senders, overflow = jax.device_get(
+        jax.jit(relabel, static_argnums=(0, 4))(num_nodes, dst, nbrs, mask, max_new)
+    )
+    # Reference: new nodes in order of first occurrence (row-major), the first max_new kept.
+    new = list(dict.fromkeys(u for u in nbrs[mask].tolist() if u not in set(dst.tolist())))
+    kept = new[:max_new]
+    np.testing.assert_array_equal(src[:max_dst], dst)
+    np.testing.assert_array_equal(src[max_dst : max_dst + len(kept)], kept)
+    assert np.all(src[max_dst + len(kept) :] == -1) and src.shape == (max_dst + max_new + 1,)
+    assert int(overflow) == len(new) - len(kept)
+    dummy = max_dst + max_new
+    for (r, c), u in np.ndenumerate(nbrs):
+        expected = src.tolist().index(u) if mask[r, c] and u in src.tolist() else dummy
+        assert senders[r, c] == expected

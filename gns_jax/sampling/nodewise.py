@@ -7,8 +7,10 @@ from a :class:`~gns_jax.sampling.blocks.Budget`; nothing in the per-batch path l
 Python.
 
 The topology lives on a JAX device (:class:`DeviceTopology`); the relabelling of sampled nodes to
-local slots uses node-sized scratch arrays (a scatter into a bitmap and ``jnp.nonzero`` with a
-static size), which STACK.md measured as far cheaper under jit than ``jnp.unique`` or a sort.
+local slots uses node-sized scratch arrays (scatters, no sort), which STACK.md measured as far
+cheaper under jit than ``jnp.unique`` or a sort, and otherwise works over the sampled entries
+only: no pass over all nodes (a ``jnp.nonzero`` over a node-sized bitmap cost 13-25 ms per layer
+on a 2.4M-node graph on a CPU, whatever the layer's size).
 """
 
 from __future__ import annotations
@@ -122,6 +124,12 @@ def relabel(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Builds the source set ``[dst prefix | new nodes | dummy]`` and local sender ids. Jittable.
 
+    New nodes (sampled, not destinations) take slots in the order of their first occurrence in
+    ``nbrs`` (row-major). Node-sized scratch arrays hold each node's local slot and first
+    position, and every other step works over the sampled entries, so the cost follows the
+    batch, not the graph: a scatter-min finds first occurrences and a cumulative sum over the
+    entries ranks them.
+
     Args:
       num_nodes: static number of nodes of the graph.
       dst: int32 ``[max_dst]`` destination ids (``-1`` padding); they become the source prefix.
@@ -131,24 +139,28 @@ def relabel(
     Returns:
       ``(src_nodes, senders, overflow)``: int32 ``[max_dst + max_new + 1]`` source ids (``-1`` in
       padding), int32 local index per entry of ``nbrs`` (the dummy ``max_src - 1`` where masked or
-      dropped), and the number of new nodes that did not fit ``max_new`` (0 when all fit).
+      dropped), and the number of new nodes that did not fit ``max_new`` (0 when all fit; those
+      beyond the first ``max_new`` are dropped).
     """
     max_dst = dst.shape[0]
     max_src = max_dst + max_new + 1
     sink = num_nodes  # scratch slot for padding ids, so scatters need no branch
     local = jnp.full(num_nodes + 1, -1, dtype=jnp.int32)
     local = local.at[jnp.where(dst >= 0, dst, sink)].set(jnp.arange(max_dst, dtype=jnp.int32))
-    flat_nbrs = jnp.where(edge_mask, nbrs, sink).reshape(-1)
-    seen = jnp.zeros(num_nodes + 1, dtype=bool).at[flat_nbrs].set(True)
-    is_new = seen & (local < 0)
-    is_new = is_new.at[sink].set(False)
-    num_new = jnp.sum(is_new, dtype=jnp.int32)
-    (new,) = jnp.nonzero(is_new, size=max_new, fill_value=sink)
-    local = local.at[new].set(max_dst + jnp.arange(max_new, dtype=jnp.int32))
+    flat = jnp.where(edge_mask, nbrs, sink).reshape(-1)
+    entries = flat.shape[0]
+    position = jnp.arange(entries, dtype=jnp.int32)
+    first = jnp.full(num_nodes + 1, entries, dtype=jnp.int32).at[flat].min(position)
+    is_new = (first[flat] == position) & (local[flat] < 0) & (flat != sink)
+    rank = jnp.cumsum(is_new, dtype=jnp.int32) - 1
+    num_new = rank[-1] + 1 if entries else jnp.int32(0)
+    fits = is_new & (rank < max_new)
+    new = jnp.full(max_new, -1, jnp.int32).at[jnp.where(fits, rank, max_new)].set(flat, mode="drop")
+    local = local.at[jnp.where(fits, flat, sink)].set(max_dst + rank)
     local = local.at[sink].set(-1)
-    src_nodes = jnp.concatenate([dst, jnp.where(new < sink, new, -1), jnp.full(1, -1, jnp.int32)])
-    senders = local[flat_nbrs].reshape(nbrs.shape)
+    senders = local[flat].reshape(nbrs.shape)
     senders = jnp.where(senders >= 0, senders, max_src - 1)
+    src_nodes = jnp.concatenate([dst, new, jnp.full(1, -1, jnp.int32)])
     return src_nodes.astype(jnp.int32), senders, jnp.maximum(num_new - max_new, 0)
 
 
