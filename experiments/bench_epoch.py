@@ -41,7 +41,13 @@ from gns_jax.features import FeatureLoader
 from gns_jax.hostmem import restart_with_huge_pages
 from gns_jax.instrument import TransferMeter
 from gns_jax.sampling import NodeWiseSampler
-from gns_jax.train import TrainConfig, fit
+from gns_jax.train import (
+    CALIBRATION_BATCHES,
+    CALIBRATION_MARGIN,
+    TrainConfig,
+    _layer_sizes,
+    fit,
+)
 
 
 def hardware() -> dict:
@@ -193,17 +199,32 @@ def bench_ours(dataset, args) -> dict:
 
 
 def ns_sampling_rate(dataset, args, seeds_list) -> float:
-    """Our NS sampler plus its feature gather, in line: batches per second."""
-    sampler = NodeWiseSampler(dataset.graph, tuple(reversed(args.fanouts)), args.batch_size)
+    """Our NS sampler plus its feature gather, in line: batches per second.
+
+    The budget is calibrated as ``fit`` calibrates it (8 batches sampled under the worst case,
+    20 % head-room); every timed batch reads its overflow flag, as training does.
+    """
+    worst = NodeWiseSampler(dataset.graph, tuple(reversed(args.fanouts)), args.batch_size)
+    sizes = [
+        jax.device_get(_layer_sizes(worst.sample(jax.random.key(1000 + t), worst.pad_seeds(s))))
+        for t, s in enumerate(seeds_list[:CALIBRATION_BATCHES])
+    ]
+    new, edges = (np.max([size[i] for size in sizes], axis=0) for i in (0, 1))
+    sampler = worst.with_budget(worst.budget.calibrated(new, edges, CALIBRATION_MARGIN))
     loader = FeatureLoader(dataset.features, TransferMeter())
     for t, seeds in enumerate(seeds_list[:2]):  # compile and warm up
         batch = sampler.sample(jax.random.key(t), sampler.pad_seeds(seeds))
         jax.block_until_ready(loader.load(batch.input_nodes)[0])
+    overflows = 0
     start = time.perf_counter()
     for t, seeds in enumerate(seeds_list):
         batch = sampler.sample(jax.random.key(100 + t), sampler.pad_seeds(seeds))
+        overflows += int(np.asarray(batch.overflow).any())
         jax.block_until_ready(loader.load(batch.input_nodes)[0])
-    return len(seeds_list) / (time.perf_counter() - start)
+    rate = len(seeds_list) / (time.perf_counter() - start)
+    if overflows:
+        print(f"note: {overflows} batches overflowed the calibrated budget", file=sys.stderr)
+    return rate
 
 
 def bench_pyg(dataset, args, ours: dict) -> dict:

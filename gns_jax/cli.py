@@ -167,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--feature-dtype",
         choices=("float32", "float16"),
         default="float32",
-        help="on-disk feature type (float16 halves the file; rows are widened when gathered)",
+        help="on-disk feature type (float16 halves the file and the rows moved to the device)",
     )
     save.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser

@@ -11,8 +11,8 @@
 
 Every array is a plain ``.npy`` (``np.load(..., allow_pickle=False)``) opened with
 ``mmap_mode="r"``: loading a 2.4M-node, 120M-edge graph takes a second, and the feature matrix
-is read row by row as batches need it, so it need not fit in memory (float16 on disk halves it;
-rows are widened to float32 when gathered).
+is read row by row as batches need it, so it need not fit in memory (float16 on disk halves it
+and the rows moved to the device; they are widened to float32 there).
 
 **OGB's node-property layout** (:func:`read_ogb`), as ``ogb`` unpacks ``ogbn-*`` datasets::
 

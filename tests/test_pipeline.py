@@ -7,7 +7,7 @@ import jax
 import numpy as np
 import pytest
 
-from gns_jax.features import FeatureLoader
+from gns_jax.features import FeatureLoader, bucket
 from gns_jax.instrument import TransferMeter
 from gns_jax.pipeline import prefetch
 from gns_jax.train import TrainConfig, fit
@@ -61,19 +61,40 @@ def test_prefetching_changes_no_number(tiny_dataset, sampler):
     assert 0 <= ahead["input_wait_fraction"] <= 1
 
 
-def test_memory_mapped_features_give_the_same_inputs(tiny_dataset, tmp_path):
-    x = tiny_dataset.features
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("cached", [False, True])
+def test_loaded_inputs_are_the_rows_of_the_slots(tiny_dataset, tmp_path, dtype, cached):
+    from gns_jax.cache import build_device_cache, cache_distribution, draw_cache
+
+    x = tiny_dataset.features.astype(dtype)
     path = tmp_path / "x.npy"
     np.save(path, x)
     mapped = np.load(path, mmap_mode="r")
     rng = np.random.default_rng(0)
     ids = np.concatenate([rng.permutation(x.shape[0])[:200], -np.ones(56, np.int64)])
-    src = jax.device_put(ids.astype(np.int32))
-    a, real_a, moved_a = FeatureLoader(x, TransferMeter()).load(src)
-    b, real_b, moved_b = FeatureLoader(mapped, TransferMeter()).load(src)
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    np.testing.assert_array_equal(np.asarray(a)[:200], x[ids[:200]])
-    assert (real_a, moved_a) == (real_b, moved_b) == (200, 200)
+    ids = rng.permutation(ids).astype(np.int32)  # padding between real slots too
+    cache = None
+    if cached:
+        graph = tiny_dataset.graph
+        snap = draw_cache(rng, cache_distribution(graph), 40)
+        cache, _ = build_device_cache(graph, x.astype(np.float32), snap)
+    src = jax.device_put(ids)
+    meters = TransferMeter(), TransferMeter()
+    a, real_a, moved_a = FeatureLoader(x, meters[0]).load(src, cache)
+    b, real_b, moved_b = FeatureLoader(mapped, meters[1]).load(src, cache)
+    a, b = np.asarray(a), np.asarray(b)
+    np.testing.assert_array_equal(a, b)
+    assert a.dtype == np.float32
+    real = ids >= 0
+    np.testing.assert_array_equal(a[real], x[ids[real]].astype(np.float32))
+    assert not a[~real].any()
+    in_cache = 0 if cache is None else int(np.isin(ids[real], np.asarray(cache.node_ids)).sum())
+    assert (real_a, moved_a) == (real_b, moved_b) == (200, 200 - in_cache)
+    assert not cached or in_cache > 0
+    # Rows cross in the store's precision (float16 stays float16), plus an int32 rank per row.
+    size = bucket(moved_a)
+    expected = size * x.shape[1] * np.dtype(dtype).itemsize + size * 4
+    assert meters[0].bytes_by_tag["features"] == meters[1].bytes_by_tag["features"] == expected
 
 
 def test_bad_prefetch_option(tiny_dataset):
