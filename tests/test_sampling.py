@@ -116,6 +116,17 @@ def test_floyd_sampling_is_uniform_without_replacement():
     np.testing.assert_array_equal(short[1, :2], [0, 1])
 
 
+def test_floyd_sampling_is_uniform_for_large_degrees():
+    # d = 300,007, k = 5: every position in [0, d), distinct per row, and the 50 equal bins of
+    # [0, d) each hold 1/50 of the draws (binomial, 4.5 standard errors).
+    rows, k, d = 40_000, 5, 300_007
+    pos = np.asarray(sample_without_replacement(jax.random.key(3), jnp.full(rows, d), k))
+    assert pos.min() >= 0 and pos.max() < d
+    assert np.all(np.sort(pos, 1)[:, 1:] != np.sort(pos, 1)[:, :-1])
+    freq = np.bincount(pos.ravel() * 50 // d, minlength=50) / pos.size
+    assert np.all(np.abs(freq - 1 / 50) < 4.5 * np.sqrt((1 / 50) * (49 / 50) / pos.size)), freq
+
+
 def test_worst_case_budget_cannot_overflow_on_a_dense_graph():
     graph = random_graph(1, num_nodes=30, num_edges=400, isolated=0)
     sampler = NodeWiseSampler(graph, (6, 6), batch_size=10)

@@ -67,6 +67,12 @@ class DeviceTopology(NamedTuple):
 def sample_without_replacement(key: jax.Array, degree: jax.Array, k: int) -> jax.Array:
     """Uniform ``min(k, d)``-subsets of ``range(d)`` per row, by Floyd's algorithm. Pure; jittable.
 
+    Each of the ``k`` draws reads one random 32-bit word ``b`` and takes ``b mod (j + 1)``, which
+    is uniform on ``[0, j]`` up to a relative error below ``(j + 1) / 2^32`` (under 1e-4 for
+    degrees up to 400,000). All words come from one ``jax.random.bits`` call: the per-draw
+    ``jax.random.randint`` calls this replaced read two words each and were half of the input
+    layer's sampling time on a CPU.
+
     Args:
       key: PRNG key.
       degree: int32 ``[n]``, the population size ``d`` of each row (may be 0).
@@ -79,20 +85,22 @@ def sample_without_replacement(key: jax.Array, degree: jax.Array, k: int) -> jax
       ``arange(k) < d``.
     """
     n = degree.shape[0]
-    keys = jax.random.split(key, k)
     columns = jnp.arange(k, dtype=jnp.int32)[None, :]
-
     # Floyd: for j = d-k, ..., d-1 pick t uniform in [0, j]; take t unless already taken, else j.
     # Every k-subset comes out with probability 1 / C(d, k), with exactly k draws per row.
+    top = degree[:, None] - k + columns  # j of every draw, [n, k]
+    words = jax.random.bits(key, (n, k), jnp.uint32)
+    draws = (words % jnp.maximum(top + 1, 1).astype(jnp.uint32)).astype(jnp.int32)
+
     # A fori_loop (not a Python loop) keeps compile time flat for large k.
     def body(i, chosen):
-        j = degree - k + i
-        t = jax.random.randint(keys[i], (n,), 0, jnp.maximum(j + 1, 1), dtype=jnp.int32)
+        t = jax.lax.dynamic_index_in_dim(draws, i, axis=1, keepdims=False)
+        j = jax.lax.dynamic_index_in_dim(top, i, axis=1, keepdims=False)
         taken = jnp.any((chosen == t[:, None]) & (columns < i), axis=1)
         return jax.lax.dynamic_update_index_in_dim(chosen, jnp.where(taken, j, t), i, axis=1)
 
     chosen = jax.lax.fori_loop(0, k, body, jnp.full((n, k), -1, dtype=jnp.int32))
-    return jnp.where((degree <= k)[:, None], jnp.arange(k, dtype=jnp.int32)[None, :], chosen)
+    return jnp.where((degree <= k)[:, None], columns, chosen)
 
 
 def expand_layer(
