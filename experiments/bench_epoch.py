@@ -300,7 +300,8 @@ def markdown(result: dict) -> str:
     ours = result["ours"]
     lines = [
         f"Hardware: {hw['cpu']}, {hw['cores']} cores, {hw['memory_gib']} GiB; jax "
-        f"{hw['jax']} ({hw['backend']}: {', '.join(hw['devices'])}).",
+        f"{hw['jax']} ({hw['backend']}: {', '.join(hw['devices'])}); GLIBC_TUNABLES "
+        f"'{hw.get('glibc_tunables', '')}'.",
         f"Graph: {result['dataset']} ({result['num_nodes']:,} nodes, {result['num_edges']:,} "
         f"directed edges, {result['num_features']} features); fan-outs "
         f"{','.join(map(str, result['args']['fanouts']))}, batch {result['args']['batch_size']}, "
