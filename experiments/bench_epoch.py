@@ -28,7 +28,6 @@ import dataclasses
 import json
 import os
 import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 from gns_jax.datasets import load_dataset
 from gns_jax.features import FeatureLoader
 from gns_jax.hostmem import restart_with_huge_pages
-from gns_jax.instrument import TransferMeter
+from gns_jax.instrument import TransferMeter, peak_rss_gib, reset_peak_rss
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.train import (
     CALIBRATION_BATCHES,
@@ -69,24 +68,6 @@ def hardware() -> dict:
         "devices": [str(d) for d in jax.devices()],
         "python": platform.python_version(),
     }
-
-
-def _reset_peak() -> None:
-    """Resets the kernel's peak-RSS mark of this process (Linux); harmless elsewhere."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def peak_rss_gib() -> float:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def configurations(args) -> dict[str, TrainConfig]:
@@ -131,7 +112,7 @@ def bench_ours(dataset, args) -> dict:
     runs = {name: [] for name in configs}
     for r in range(args.rounds):
         for name, config in configs.items():
-            _reset_peak()
+            reset_peak_rss()
             start = time.perf_counter()
             result = fit(
                 subset, dataclasses.replace(config, seed=r), quiet=True, evaluate_model=False

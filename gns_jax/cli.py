@@ -189,6 +189,7 @@ def _environment() -> dict:
 
 def run_train(args: argparse.Namespace) -> dict:
     from gns_jax.datasets import load_dataset
+    from gns_jax.instrument import peak_rss_gib
     from gns_jax.train import TrainConfig, fit
 
     config = TrainConfig(
@@ -243,6 +244,7 @@ def run_train(args: argparse.Namespace) -> dict:
         "num_classes": dataset.num_classes,
         "split": dataset.split,
         **results,
+        "peak_rss_gib": peak_rss_gib(),
         "environment": _environment(),
     }
     if args.out is not None:
@@ -254,6 +256,7 @@ def run_train(args: argparse.Namespace) -> dict:
         f"{out['best_epoch'] + 1}), epoch {out['epoch_time_s']:.3f}s, "
         f"{out['h2d_rows_per_batch']:,.0f} rows host->device per batch"
         + (f" (cache hit rate {out['cache_hit_rate']:.3f})" if config.sampler == "gns" else "")
+        + f", peak memory {out['peak_rss_gib']:.1f} GiB"
     )
     return out
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import resource
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import numpy as np
 
-__all__ = ["CompileCounter", "Stopwatch", "TransferMeter"]
+__all__ = ["CompileCounter", "Stopwatch", "TransferMeter", "peak_rss_gib", "reset_peak_rss"]
 
 
 @dataclasses.dataclass
@@ -77,3 +79,22 @@ class _Lap:
     def __exit__(self, *exc):
         self.watch.seconds[self.phase] += time.perf_counter() - self.start
         return False
+
+
+def reset_peak_rss() -> None:
+    """Resets the kernel's peak-RSS mark of this process (Linux); harmless elsewhere."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_rss_gib() -> float:
+    """Peak resident memory of this process in GiB (``VmHWM``; ``ru_maxrss`` off Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

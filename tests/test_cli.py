@@ -52,6 +52,8 @@ def test_train_writes_the_json_contract(tmp_path, capsys):
     assert len(result["epochs"]) == 2
     assert set(result["epochs"][0]) >= {"epoch", "train_loss", "val_accuracy", "time_s"}
     assert 0 <= result["test_accuracy"] <= 1
+    assert 0 < result["peak_rss_gib"] < 64  # this process: JAX plus a tiny graph
+    assert "glibc_tunables" in result["environment"]
     captured = capsys.readouterr()
     assert "test accuracy" in captured.out
     assert "epoch    1/2" in captured.err  # progress on stderr
