@@ -327,10 +327,31 @@ class HostFeatures(NamedTuple):
     chunk: int = 1 << 16
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _project(graphdef: nnx.GraphDef, params: nnx.State, x: jax.Array):
+@functools.partial(jax.jit, static_argnums=0, donate_argnums=(2, 3))
+def _project_rows(graphdef: nnx.GraphDef, params: nnx.State, self_part, nbr_part, rows, start):
+    """Writes the first layer's projections of ``rows`` into the donated outputs at ``start``."""
     conv = nnx.merge(graphdef, params).convs[0]
-    return conv.self_proj(x), conv.nbr_proj(x)
+    self_part = jax.lax.dynamic_update_slice_in_dim(self_part, conv.self_proj(rows), start, 0)
+    nbr_part = jax.lax.dynamic_update_slice_in_dim(nbr_part, conv.nbr_proj(rows), start, 0)
+    return self_part, nbr_part
+
+
+def _next_layer(graphdef, index: int, params, self_part, nbr_part, graph: FullGraph):
+    """Layer ``index``'s projections of ``relu(self_part + A nbr_part)``."""
+    conv = nnx.merge(graphdef, params).convs[index]
+    h = jax.nn.relu(self_part + _aggregate(nbr_part, graph))
+    return conv.self_proj(h), conv.nbr_proj(h)
+
+
+# Inputs are donated where the outputs have their shape (a hidden -> hidden layer), so that the
+# new projections are written over the old ones.
+_next_layer_in_place = jax.jit(_next_layer, static_argnums=(0, 1), donate_argnums=(3, 4))
+_next_layer_jit = jax.jit(_next_layer, static_argnums=(0, 1))
+
+
+@functools.partial(jax.jit, donate_argnums=0)
+def _last_layer(self_part, nbr_part, graph: FullGraph):
+    return self_part + _aggregate(nbr_part, graph)
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -370,23 +391,32 @@ def full_inference(
     Uses ``W_nbr sum_u w_uv h_u = sum_u w_uv (W_nbr h_u)`` (``nbr_proj`` has no bias), so each layer
     aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones. ``x`` is dense ``[N, F]`` on
     the device, :class:`SparseFeatures` with ``num_nodes`` given (both jitted whole), or
-    :class:`HostFeatures`, streamed in row chunks (moved through ``meter`` under ``"eval"``).
+    :class:`HostFeatures`, streamed in row chunks (moved through ``meter`` under ``"eval"``)
+    into preallocated projections, then one jitted call per layer whose ``[N, hidden]`` inputs
+    are donated, so that at most about four ``[N, hidden]`` arrays are alive at once.
     """
     if not isinstance(x, HostFeatures):
         return _full_inference(graphdef, params, x, graph, num_nodes)
     put = functools.partial(meter.put, tag="eval") if meter else jax.device_put
-    parts = []
+    model = nnx.merge(graphdef, params)
     n = x.array.shape[0]
-    for start in range(0, n, x.chunk):
-        rows = np.asarray(x.array[start : start + x.chunk], dtype=np.float32)
-        if rows.shape[0] < x.chunk and n > x.chunk:  # one shape for every chunk: pad the last
+    chunk = min(x.chunk, n)
+    total = -(-n // chunk) * chunk  # rows past n are padding; no edge reads them
+    width = model.convs[0].self_proj.out_features
+    self_part, nbr_part = jnp.zeros((total, width)), jnp.zeros((total, width))
+    for start in range(0, n, chunk):
+        rows = np.asarray(x.array[start : start + chunk], dtype=np.float32)
+        if rows.shape[0] < chunk:  # one shape for every chunk: pad the last
             rows = np.concatenate(
-                [rows, np.zeros((x.chunk - rows.shape[0], rows.shape[1]), rows.dtype)]
+                [rows, np.zeros((chunk - rows.shape[0], rows.shape[1]), rows.dtype)]
             )
-        parts.append(_project(graphdef, params, put(rows)))
-    self_part = jnp.concatenate([p[0] for p in parts])[:n]
-    nbr_part = jnp.concatenate([p[1] for p in parts])[:n]
-    return _upper_layers(graphdef, params, self_part, nbr_part, graph)
+        rows, offset = put((rows, np.int32(start)))
+        self_part, nbr_part = _project_rows(graphdef, params, self_part, nbr_part, rows, offset)
+    for index in range(1, len(model.convs)):
+        same = model.convs[index].self_proj.out_features == self_part.shape[1]
+        step = _next_layer_in_place if same else _next_layer_jit
+        self_part, nbr_part = step(graphdef, index, params, self_part, nbr_part, graph)
+    return _last_layer(self_part, nbr_part, graph)[:n]
 
 
 def evaluate(

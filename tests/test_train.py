@@ -144,10 +144,12 @@ def test_sparse_feature_evaluation_equals_dense():
     np.testing.assert_allclose(sparse, dense, rtol=1e-4, atol=1e-5)
 
 
-def test_streamed_memory_mapped_evaluation_equals_dense(tmp_path):
+@pytest.mark.parametrize("hidden", [(16,), (16, 8)])
+def test_streamed_memory_mapped_evaluation_equals_dense(tmp_path, hidden):
     ds = load_dataset("cora")
     tx = make_optimizer(CONFIG)
-    graphdef, state = init_state(jax.random.key(0), (ds.num_features, 16, 7), CONFIG, tx)
+    dims = (ds.num_features, *hidden, 7)
+    graphdef, state = init_state(jax.random.key(0), dims, CONFIG, tx)
     graph = FullGraph.from_graph(ds.graph)
     dense = full_inference(graphdef, state.params, jnp.asarray(ds.features), graph)
     np.save(tmp_path / "x.npy", ds.features)
