@@ -16,6 +16,7 @@ sampling passes no cache: every input row comes from the host.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import jax
@@ -72,6 +73,7 @@ def _aligned_empty(shape: tuple[int, int], dtype: np.dtype, align: int = 64) -> 
 _GATHER_THREADS = min(4, os.cpu_count() or 1)
 _GATHER_SPLIT = 1 << 16  # rows per thread below which one thread is faster
 _gather_pool: ThreadPoolExecutor | None = None
+_gather_pool_lock = threading.Lock()
 
 
 def _take_rows(store: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
@@ -81,8 +83,9 @@ def _take_rows(store: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     parts = min(_GATHER_THREADS, ids.shape[0] // _GATHER_SPLIT)
     if parts < 2:
         return _take_part(store, ids, out)
-    if _gather_pool is None:
-        _gather_pool = ThreadPoolExecutor(_GATHER_THREADS, thread_name_prefix="gns-jax-gather")
+    with _gather_pool_lock:  # loaders may run in several threads (the prefetch thread)
+        if _gather_pool is None:
+            _gather_pool = ThreadPoolExecutor(_GATHER_THREADS, thread_name_prefix="gns-jax-gather")
     bounds = np.linspace(0, ids.shape[0], parts + 1).astype(int)
     jobs = [
         _gather_pool.submit(_take_part, store, ids[a:b], out[a:b])
