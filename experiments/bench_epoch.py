@@ -323,8 +323,6 @@ def markdown(result: dict) -> str:
 
 
 def main(argv=None) -> int:
-    if argv is None:  # glibc reads GLIBC_TUNABLES at start-up (gns_jax/hostmem.py)
-        restart_with_huge_pages()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", required=True)
     parser.add_argument("--batches", type=int, default=10, help="timed batches per round")
@@ -377,4 +375,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    restart_with_huge_pages()  # glibc reads GLIBC_TUNABLES at start-up (gns_jax/hostmem.py)
     sys.exit(main())

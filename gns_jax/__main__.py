@@ -2,6 +2,6 @@
 
 import sys
 
-from gns_jax.cli import main
+from gns_jax.cli import command
 
-sys.exit(main())
+sys.exit(command())

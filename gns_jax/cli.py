@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from gns_jax.errors import ConfigError, GnsJaxError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "command", "main"]
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -279,12 +279,17 @@ def run_save(args: argparse.Namespace) -> None:
         )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command; ``argv=None`` reads ``sys.argv`` and may restart once with huge pages."""
-    if argv is None:
-        from gns_jax.hostmem import restart_with_huge_pages
+def command() -> int:
+    """The ``gns-jax`` program: restarts once with huge pages where that helps, then runs
+    :func:`main` on ``sys.argv`` (:mod:`gns_jax.hostmem`). Call :func:`main` from Python."""
+    from gns_jax.hostmem import restart_with_huge_pages
 
-        restart_with_huge_pages()
+    restart_with_huge_pages()
+    return main()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line ``argv`` (``sys.argv[1:]`` when None) in this process."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -302,4 +307,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

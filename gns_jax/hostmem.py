@@ -11,10 +11,12 @@ batch from 0.91 to 0.78 s.
 
 glibc reads its tunables once, when a process starts, so :func:`restart_with_huge_pages`
 re-executes the running command once (same process id, same arguments) with the tunable added.
-The ``gns-jax`` command and ``experiments/bench_epoch.py`` call it first; nothing numerical
-changes. ``GNS_JAX_HUGE_PAGES=0`` turns it off; it does nothing off Linux, under another C
-library or glibc before 2.35, when the tunable is already set, and when the kernel's transparent
-huge pages are ``never`` (nothing to gain) or ``always`` (already in use).
+The ``gns-jax`` program (:func:`gns_jax.cli.command`, also ``python -m gns_jax``) and
+``python -m experiments.bench_epoch`` call it first; :func:`gns_jax.cli.main`, called from
+Python or a notebook, never restarts anything. Nothing numerical changes.
+``GNS_JAX_HUGE_PAGES=0`` turns it off; it does nothing off Linux, under another C library or
+glibc before 2.35, when the tunable is already set, and when the kernel's transparent huge
+pages are ``never`` (nothing to gain) or ``always`` (already in use).
 """
 
 from __future__ import annotations
