@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -38,36 +36,15 @@ import numpy as np
 from gns_jax.datasets import load_dataset
 from gns_jax.features import FeatureLoader
 from gns_jax.hostmem import restart_with_huge_pages
-from gns_jax.instrument import TransferMeter, peak_rss_gib, reset_peak_rss
+from gns_jax.instrument import TransferMeter, environment, peak_rss_gib, reset_peak_rss
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.train import (
     CALIBRATION_BATCHES,
     CALIBRATION_MARGIN,
+    LayerSizes,
     TrainConfig,
-    _layer_sizes,
     fit,
 )
-
-
-def hardware() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
-        "devices": [str(d) for d in jax.devices()],
-        "python": platform.python_version(),
-    }
 
 
 def configurations(args) -> dict[str, TrainConfig]:
@@ -186,12 +163,10 @@ def ns_sampling_rate(dataset, args, seeds_list) -> float:
     20 % head-room); every timed batch reads its overflow flag, as training does.
     """
     worst = NodeWiseSampler(dataset.graph, tuple(reversed(args.fanouts)), args.batch_size)
-    sizes = [
-        jax.device_get(_layer_sizes(worst.sample(jax.random.key(1000 + t), worst.pad_seeds(s))))
-        for t, s in enumerate(seeds_list[:CALIBRATION_BATCHES])
-    ]
-    new, edges = (np.max([size[i] for size in sizes], axis=0) for i in (0, 1))
-    sampler = worst.with_budget(worst.budget.calibrated(new, edges, CALIBRATION_MARGIN))
+    sizes = LayerSizes()
+    for t, seeds in enumerate(seeds_list[:CALIBRATION_BATCHES]):
+        sizes.observe(worst.sample(jax.random.key(1000 + t), worst.pad_seeds(seeds)))
+    sampler = worst.with_budget(sizes.budget(worst.budget, CALIBRATION_MARGIN))
     loader = FeatureLoader(dataset.features, TransferMeter())
     for t, seeds in enumerate(seeds_list[:2]):  # compile and warm up
         batch = sampler.sample(jax.random.key(t), sampler.pad_seeds(seeds))
@@ -348,7 +323,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.batch_size < 1:
         parser.error("--batches, --rounds and --batch-size must be positive")
-    hw = hardware()
+    hw = environment()
     print(f"hardware: {json.dumps(hw)}", file=sys.stderr)
     start = time.perf_counter()
     dataset = load_dataset(args.dataset)

@@ -13,7 +13,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Sequence
@@ -173,23 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _environment() -> dict:
-    import jax
-
-    return {
-        "python": platform.python_version(),
-        "jax": jax.__version__,
-        "backend": jax.default_backend(),
-        "devices": [str(d) for d in jax.devices()],
-        "machine": platform.machine(),
-        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
-        "processor": platform.processor() or platform.machine(),
-    }
-
-
 def run_train(args: argparse.Namespace) -> dict:
     from gns_jax.datasets import load_dataset
-    from gns_jax.instrument import peak_rss_gib
+    from gns_jax.instrument import environment, peak_rss_gib
     from gns_jax.train import TrainConfig, fit
 
     config = TrainConfig(
@@ -245,7 +230,7 @@ def run_train(args: argparse.Namespace) -> dict:
         "split": dataset.split,
         **results,
         "peak_rss_gib": peak_rss_gib(),
-        "environment": _environment(),
+        "environment": environment(),
     }
     if args.out is not None:
         with open(args.out, "w") as f:

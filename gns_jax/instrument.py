@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
+import platform
 import resource
 import time
 from collections.abc import Callable
@@ -17,7 +19,14 @@ from pathlib import Path
 import jax
 import numpy as np
 
-__all__ = ["CompileCounter", "Stopwatch", "TransferMeter", "peak_rss_gib", "reset_peak_rss"]
+__all__ = [
+    "CompileCounter",
+    "Stopwatch",
+    "TransferMeter",
+    "environment",
+    "peak_rss_gib",
+    "reset_peak_rss",
+]
 
 
 @dataclasses.dataclass
@@ -98,3 +107,32 @@ def peak_rss_gib() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def environment() -> dict:
+    """What a run ran on: CPU model, cores, memory, Python, JAX backend and devices, and the
+    glibc tunables (gns_jax/hostmem.py). Every reported figure names it."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        memory = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        memory = None
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": memory,
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+    }

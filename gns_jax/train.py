@@ -47,7 +47,7 @@ from gns_jax.features import FeatureLoader, normalize_rows
 from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
 from gns_jax.models import GraphSAGE
 from gns_jax.pipeline import prefetch
-from gns_jax.sampling.blocks import Block
+from gns_jax.sampling.blocks import Block, Budget
 from gns_jax.sampling.gns import WEIGHTS, GNSSampler
 from gns_jax.sampling.nodewise import NodeWiseSampler
 
@@ -77,6 +77,26 @@ def _layer_sizes(batch) -> tuple[jax.Array, jax.Array]:
     new = [jnp.sum(b.src_nodes >= 0) - jnp.sum(b.dst_mask) for b in batch.blocks]
     edges = [jnp.sum(b.edge_weight != 0) for b in batch.blocks]
     return jnp.stack(new), jnp.stack(edges)
+
+
+class LayerSizes:
+    """The largest real layer sizes seen in worst-case batches; what a calibrated budget covers.
+
+    Per block (input first): source nodes that are not destinations, and real edges.
+    """
+
+    def __init__(self):
+        self.new = self.edges = None
+
+    def observe(self, batch) -> None:
+        """Folds one batch's real sizes into the maxima (one device -> host sync)."""
+        new, edges = (np.asarray(a) for a in jax.device_get(_layer_sizes(batch)))
+        self.new = new if self.new is None else np.maximum(self.new, new)
+        self.edges = edges if self.edges is None else np.maximum(self.edges, edges)
+
+    def budget(self, worst: Budget, margin: float) -> Budget:
+        """:meth:`Budget.calibrated` over the maxima seen so far."""
+        return worst.calibrated(self.new, self.edges, margin)
 
 
 SAMPLERS = ("gns", "ns")
@@ -540,22 +560,15 @@ def fit(
     num_batches = -(-train_idx.shape[0] // batch_size)
 
     worst = sampler  # the exact worst-case budget: never overflows
-    budget_log = {"growths": 0, "new": None, "edges": None}
+    budget_log = {"growths": 0}
+    sizes = LayerSizes()  # of worst-case batches: the calibration and any growth
+    observe = sizes.observe
 
     def draw(active, key, seeds, cache):
         return active.sample(key, seeds, cache) if use_cache else active.sample(key, seeds)
 
-    def observe(batch) -> None:
-        """Folds a worst-case batch's real sizes into the calibration maxima."""
-        new, edges = (np.asarray(a) for a in jax.device_get(_layer_sizes(batch)))
-        for name, value in (("new", new), ("edges", edges)):
-            old = budget_log[name]
-            budget_log[name] = value if old is None else np.maximum(old, value)
-
     def calibrated(margin: float):
-        return worst.with_budget(
-            worst.budget.calibrated(budget_log["new"], budget_log["edges"], margin)
-        )
+        return worst.with_budget(sizes.budget(worst.budget, margin))
 
     def produce():
         """The input side of every step, in order: cache refreshes, sampling, feature moves."""
