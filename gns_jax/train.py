@@ -359,7 +359,7 @@ def _project_rows(graphdef: nnx.GraphDef, params: nnx.State, self_part, nbr_part
 def _next_layer(graphdef, index: int, params, self_part, nbr_part, graph: FullGraph):
     """Layer ``index``'s projections of ``relu(self_part + A nbr_part)``."""
     conv = nnx.merge(graphdef, params).convs[index]
-    h = jax.nn.relu(self_part + _aggregate(nbr_part, graph))
+    h = jax.nn.relu(_combine(self_part, nbr_part, graph))
     return conv.self_proj(h), conv.nbr_proj(h)
 
 
@@ -371,18 +371,20 @@ _next_layer_jit = jax.jit(_next_layer, static_argnums=(0, 1))
 
 @functools.partial(jax.jit, donate_argnums=0)
 def _last_layer(self_part, nbr_part, graph: FullGraph):
+    return _combine(self_part, nbr_part, graph)
+
+
+def _combine(self_part, nbr_part, graph: FullGraph):
+    """A layer's output from its projections: ``self_part + A nbr_part``."""
     return self_part + _aggregate(nbr_part, graph)
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _upper_layers(graphdef, params, self_part, nbr_part, graph: FullGraph):
-    """Every layer after the first layer's projections: aggregate, ReLU, and so on."""
-    model = nnx.merge(graphdef, params)
-    h = self_part + _aggregate(nbr_part, graph)
-    for conv in list(model.convs)[1:]:
-        h = jax.nn.relu(h)
-        h = conv.self_proj(h) + _aggregate(conv.nbr_proj(h), graph)
-    return h
+    """Every layer after the first layer's projections, in one computation."""
+    for index in range(1, len(nnx.merge(graphdef, params).convs)):
+        self_part, nbr_part = _next_layer(graphdef, index, params, self_part, nbr_part, graph)
+    return _combine(self_part, nbr_part, graph)
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))
