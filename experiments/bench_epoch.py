@@ -33,7 +33,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.features import FeatureLoader
 from gns_jax.hostmem import restart_with_huge_pages
 from gns_jax.instrument import TransferMeter, environment, peak_rss_gib, reset_peak_rss

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gns_jax.cache import build_device_cache, cache_distribution, cache_size, draw_cache
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.sampling.gns import GNSSampler
 from gns_jax.train import TrainConfig, fit

@@ -14,7 +14,7 @@ The supported surface is listed in ``__all__``; modules:
 
 __version__ = "0.1.0"
 
-from gns_jax.datasets import Dataset, load_dataset
+from gns_jax.data import Dataset, load_dataset
 from gns_jax.errors import ConfigError, DatasetError, GnsJaxError, GraphError
 from gns_jax.graph import CSRGraph, from_edges
 from gns_jax.models import GraphSAGE, SAGEConv

@@ -2,7 +2,7 @@
 
 ``gns-jax train`` loads a dataset, trains a GraphSAGE with the chosen sampler and writes the JSON
 results of DESIGN.md section 5. ``gns-jax save`` writes any dataset (a synthetic graph, say) to a
-memory-mapped folder (:mod:`gns_jax.ondisk`) that ``--dataset FOLDER`` then loads in seconds.
+memory-mapped folder (:mod:`gns_jax.data.ondisk`) that ``--dataset FOLDER`` then loads in seconds.
 Bad input (a missing or corrupt file, an impossible option) is reported as one line naming the
 file or option, with exit status 2 and no traceback.
 """
@@ -173,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_train(args: argparse.Namespace) -> dict:
-    from gns_jax.datasets import load_dataset
+    from gns_jax.data import load_dataset
     from gns_jax.instrument import environment, peak_rss_gib
     from gns_jax.train import TrainConfig, fit
 
@@ -247,8 +247,8 @@ def run_train(args: argparse.Namespace) -> dict:
 
 
 def run_save(args: argparse.Namespace) -> None:
-    from gns_jax.datasets import load_dataset
-    from gns_jax.ondisk import save_dataset
+    from gns_jax.data import load_dataset
+    from gns_jax.data.ondisk import save_dataset
 
     start = time.perf_counter()
     dataset = load_dataset(args.dataset, args.data_dir, split_seed=args.split_seed)

@@ -41,7 +41,7 @@ from gns_jax.cache import (
     cache_size,
     draw_cache,
 )
-from gns_jax.datasets import Dataset
+from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, normalize_rows
 from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter

@@ -2,7 +2,7 @@ import jax
 import numpy as np
 import pytest
 
-from gns_jax.datasets import synthetic
+from gns_jax.data import synthetic
 
 jax.config.update("jax_numpy_rank_promotion", "raise")  # catches silent broadcasting bugs
 # Not "jax_numpy_dtype_promotion=strict": optax.adam fails under it (optax 0.2.8).

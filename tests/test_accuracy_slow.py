@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.train import TrainConfig, fit
 
 

@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from gns_jax.datasets import REGISTRY, default_data_dir, load_dataset, parse_synthetic
+from gns_jax.data import REGISTRY, default_data_dir, load_dataset, parse_synthetic
 from gns_jax.errors import DatasetError
 
 # Figures from each data/<name>/SOURCE.md. CiteSeer's class counts exclude its 15 padded,

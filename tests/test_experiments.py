@@ -6,7 +6,7 @@ import json
 import jax
 
 from experiments import bench_epoch
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 
 
 def test_bench_epoch_reports_ns_and_gns_side_by_side(tmp_path, capsys):

@@ -12,7 +12,7 @@ from gns_jax.cache import (
     draw_cache,
     inclusion_probability,
 )
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.errors import ConfigError
 from gns_jax.sampling.gns import GNSSampler, cache_first_layer, input_weights
 from gns_jax.sampling.nodewise import DeviceTopology

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
+from gns_jax.data.ondisk import read_ogb, read_saved, save_dataset
 from gns_jax.errors import DatasetError
-from gns_jax.ondisk import read_ogb, read_saved, save_dataset
 from tests.test_cli import TINY
 
 

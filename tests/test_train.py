@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.features import FeatureLoader
 from gns_jax.instrument import CompileCounter, TransferMeter
 from gns_jax.sampling import NodeWiseSampler

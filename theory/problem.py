@@ -19,7 +19,7 @@ from flax import nnx
 from jax.flatten_util import ravel_pytree
 
 from gns_jax.cache import build_device_cache, cache_distribution, draw_cache
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.features import normalize_rows
 from gns_jax.models import GraphSAGE
 from gns_jax.train import FullGraph, TrainConfig, _feature_norm, full_inference, make_sampler

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from gns_jax.cache import cache_distribution, cache_size, inclusion_probability
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from theory.common import (
     Check,
     Setting,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from gns_jax.cache import cache_distribution, cache_size
-from gns_jax.datasets import load_dataset
+from gns_jax.data import load_dataset
 from gns_jax.graph import CSRGraph
 from theory.common import (
     Check,

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.datasets import Dataset
+from gns_jax.data.dataset import Dataset
 from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph, from_edges
 
