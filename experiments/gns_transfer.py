@@ -45,9 +45,8 @@ def measure(dataset, fanouts, batch_size, fractions, num_batches, seed=0):
     rng = np.random.default_rng([seed, 7])
     order = rng.permutation(dataset.train_idx)
     seeds_list = [order[i * batch_size : (i + 1) * batch_size] for i in range(num_batches)]
-    fan_in_first = tuple(reversed(fanouts))
     rows = []
-    ns = NodeWiseSampler(graph, fan_in_first, batch_size)
+    ns = NodeWiseSampler(graph, fanouts, batch_size)
     no_cache = jnp.zeros(graph.num_nodes + 1, jnp.int32)
     inputs, moved = [], []
     start = time.perf_counter()
@@ -73,7 +72,7 @@ def measure(dataset, fanouts, batch_size, fractions, num_batches, seed=0):
             graph, np.zeros((graph.num_nodes, 1), np.float32), draw_cache(rng, probs, m)
         )
         for cache_first in (False, True):
-            sampler = GNSSampler(graph, fan_in_first, batch_size, m, cache_first_upper=cache_first)
+            sampler = GNSSampler(graph, fanouts, batch_size, m, cache_first_upper=cache_first)
             inputs, moved = [], []
             start = time.perf_counter()
             for t, seeds in enumerate(seeds_list):
@@ -145,7 +144,9 @@ def main(argv=None) -> int:
                 cache_first=row["cache_first"],
             )
             accs = [
-                fit(dataset, dataclasses.replace(config, seed=s), quiet=True)["test_accuracy"]
+                fit(dataset, dataclasses.replace(config, seed=s), quiet=True).metrics[
+                    "test_accuracy"
+                ]
                 for s in args.seeds
             ]
             row["test_accuracy"] = float(np.mean(accs))

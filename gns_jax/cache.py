@@ -7,7 +7,7 @@ Host part (NumPy): :func:`cache_distribution` gives the sampling distribution ``
 
     pi_u = P(u in C) = 1 - (1 - p_u)^m
 
-(GNS.md section 1.2 (b); the importance weights rely on it). Device part: :class:`DeviceCache`
+(``docs/algorithm.md``; the importance weights rely on it). Device part: :class:`DeviceCache`
 holds, on the accelerator, the cached ids, ``slot_of`` for every node (``m`` = not cached), ``pi``,
 the cached feature rows plus one zero dummy row, and the cached-neighbour adjacency (CSR of the
 edges whose source is cached) that the GNS sampler draws the input layer from, plus the complement
@@ -36,6 +36,7 @@ __all__ = [
     "cache_size",
     "draw_cache",
     "inclusion_probability",
+    "snapshot_from_ids",
 ]
 
 DISTRIBUTIONS = ("degree", "uniform", "random-walk")
@@ -44,7 +45,7 @@ DISTRIBUTIONS = ("degree", "uniform", "random-walk")
 def cache_size(cache_fraction: float, num_nodes: int) -> int:
     """``m = ceil(cache_fraction * num_nodes)``, the number of draws; validates the fraction."""
     if not (0 < cache_fraction <= 1) or math.isnan(cache_fraction):
-        raise ConfigError(f"--cache-fraction must lie in (0, 1], got {cache_fraction}")
+        raise ConfigError("cache_fraction", f"must lie in (0, 1], got {cache_fraction}")
     return max(1, math.ceil(cache_fraction * num_nodes))
 
 
@@ -61,7 +62,7 @@ def cache_distribution(
       kind: ``degree`` (``p_u ∝ d_u``, the paper's default), ``uniform``, or ``random-walk``:
         start from ``1/|train|`` on the training nodes and run ``num_steps`` steps of
         ``p <- sum_{u in N(v)} p_u / d_u + p_v``, renormalised each step (the alternative in the
-        official code, GNS.md section 1.2 (a)).
+        official code).
     """
     n = graph.num_nodes
     degree = graph.degrees().astype(np.float64)
@@ -73,7 +74,7 @@ def cache_distribution(
         p = np.ones(n)
     elif kind == "random-walk":
         if train_idx is None or len(train_idx) == 0:
-            raise ConfigError("--cache-dist random-walk needs training nodes")
+            raise ConfigError("cache_dist", "random-walk needs training nodes")
         p = np.zeros(n)
         p[train_idx] = 1.0 / len(train_idx)
         senders, receivers = graph.edges()
@@ -82,7 +83,7 @@ def cache_distribution(
             p = np.bincount(receivers, weights=(p * inv_degree)[senders], minlength=n) + p
             p /= p.sum()
     else:
-        raise ConfigError(f"--cache-dist: unknown distribution '{kind}' (known: {DISTRIBUTIONS})")
+        raise ConfigError("cache_dist", f"unknown distribution '{kind}' (known: {DISTRIBUTIONS})")
     return p / p.sum()
 
 
@@ -118,6 +119,20 @@ def draw_cache(rng: np.random.Generator, p: np.ndarray, num_draws: int) -> Cache
     slot_of = np.full(n, num_draws, dtype=np.int32)
     slot_of[distinct] = np.arange(distinct.size, dtype=np.int32)
     return CacheSnapshot(node_ids, int(distinct.size), slot_of, inclusion_probability(p, num_draws))
+
+
+def snapshot_from_ids(node_ids: np.ndarray, p: np.ndarray, num_draws: int) -> CacheSnapshot:
+    """The snapshot of a cache whose distinct nodes are ``node_ids`` (a checkpoint's), drawn with
+    ``num_draws`` draws from ``p``: what :func:`draw_cache` returned when it drew them."""
+    n = p.shape[0]
+    distinct = np.unique(np.asarray(node_ids, dtype=np.int32))
+    if distinct.size > num_draws or (distinct.size and (distinct[0] < 0 or distinct[-1] >= n)):
+        raise ValueError(f"{distinct.size} cached ids do not fit a cache of {num_draws} draws")
+    padded = np.full(num_draws, -1, dtype=np.int32)
+    padded[: distinct.size] = distinct
+    slot_of = np.full(n, num_draws, dtype=np.int32)
+    slot_of[distinct] = np.arange(distinct.size, dtype=np.int32)
+    return CacheSnapshot(padded, int(distinct.size), slot_of, inclusion_probability(p, num_draws))
 
 
 class DeviceCache(NamedTuple):

@@ -1,8 +1,12 @@
 """Exceptions for bad input. Host-side; no JAX.
 
 Every error raised for bad user input derives from :class:`GnsJaxError`, so the command line can
-print one clear message (naming the file or option) and exit non-zero without a traceback.
+print one clear message (naming the file or option) and exit with status 2, without a traceback.
+Library code names its own parameters (``fanouts``, ``cache_fraction``); a :class:`ConfigError`
+carries the parameter in :attr:`ConfigError.param`, and the command line names the matching flag.
 """
+
+from __future__ import annotations
 
 __all__ = ["ConfigError", "DatasetError", "GnsJaxError", "GraphError"]
 
@@ -20,4 +24,16 @@ class DatasetError(GnsJaxError):
 
 
 class ConfigError(GnsJaxError):
-    """An impossible option value (a non-positive fan-out, an unknown sampler, ...)."""
+    """An impossible option value (a non-positive fan-out, an unknown sampler, ...).
+
+    Args:
+      param: the parameter's name in the library (``"fanouts"``), or None.
+      message: what is wrong with it. ``str(error)`` is ``"param: message"``.
+    """
+
+    def __init__(self, param: str | None, message: str | None = None):
+        if message is None:  # ConfigError("whole message"): no single parameter to name
+            param, message = None, param
+        self.param = param
+        self.message = message
+        super().__init__(f"{param}: {message}" if param else message)

@@ -1,8 +1,15 @@
 """Flax NNX GNNs that consume padded blocks with edge weights. Pure under jit via split/merge.
 
-A layer sees one :class:`~gns_jax.sampling.blocks.Block` and never global ids, samplers or caches:
-the estimator (node-wise mean ``1/k``, GNS importance weights, LADIES coefficients) arrives in
+The model contract (what :func:`gns_jax.train.fit` trains): an NNX module called as
+``model(x, blocks, *, key=None)`` with ``x`` the ``[max_src, F]`` input features of
+``blocks[0]``'s source slots and ``blocks`` one :class:`~gns_jax.sampling.blocks.Block` per layer,
+input layer first; it returns the logits of the seed slots (``blocks[-1]``'s destinations).
+``key`` is a dropout key in training and None in evaluation. A layer sees blocks and never global
+ids, samplers or caches: the estimator (node-wise mean ``1/k``, GNS importance weights) arrives in
 ``edge_weight``, so one model serves every sampler.
+
+A model may also offer exact full-graph inference (:class:`~gns_jax.evaluate.ExactInference`):
+:class:`GraphSAGE` does, through :meth:`GraphSAGE.project`.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from gns_jax.features import SparseFeatures
 from gns_jax.sampling.blocks import Block
 
 __all__ = ["GraphSAGE", "SAGEConv", "dropout"]
@@ -76,6 +84,8 @@ class GraphSAGE(nnx.Module):
       rngs: parameter initialisation.
     """
 
+    sparse_inputs = True  # project(0, ...) also takes SparseFeatures
+
     def __init__(self, dims: Sequence[int], *, dropout_rate: float = 0.5, rngs: nnx.Rngs):
         self.convs = nnx.List([SAGEConv(a, b, rngs=rngs) for a, b in zip(dims[:-1], dims[1:])])
         self.dropout_rate = dropout_rate
@@ -83,6 +93,24 @@ class GraphSAGE(nnx.Module):
     @property
     def num_layers(self) -> int:
         return len(self.convs)
+
+    def project(self, index: int, h: jax.Array | SparseFeatures) -> tuple[jax.Array, jax.Array]:
+        """The row-wise part of layer ``index`` for exact inference over the whole graph.
+
+        ``h`` is the previous layer's output (ReLU is applied here for ``index > 0``) or, for
+        ``index == 0``, the input features, dense or :class:`~gns_jax.features.SparseFeatures`
+        over every node. Returns ``(self_part, nbr_part)`` such that the layer's full-graph
+        output is ``self_part + A nbr_part``, ``A`` the mean over all neighbours: since
+        ``nbr_proj`` is linear and bias-free, ``W_nbr sum_u w_uv h_u = sum_u w_uv W_nbr h_u``, so
+        evaluation aggregates ``out_dim``-wide rows rather than ``in_dim``-wide ones.
+        """
+        conv = self.convs[index]
+        if index > 0:
+            h = jax.nn.relu(h)
+        if isinstance(h, SparseFeatures):  # the product over the non-zeros
+            self_part = h.matmul(conv.self_proj.kernel[...]) + conv.self_proj.bias[...][None, :]
+            return self_part, h.matmul(conv.nbr_proj.kernel[...])
+        return conv.self_proj(h), conv.nbr_proj(h)
 
     def __call__(
         self, x: jax.Array, blocks: Sequence[Block], *, key: jax.Array | None = None

@@ -21,3 +21,34 @@ def random_graph(
 def edge_set(graph: CSRGraph) -> set[tuple[int, int]]:
     senders, receivers = graph.edges()
     return set(zip(senders.tolist(), receivers.tolist(), strict=True))
+
+
+def concat_sage(dims, seed: int = 0):
+    """A model that is not GraphSAGE and offers no exact inference: per layer
+    ``h_v' = W [h_v || sum_u w_uv h_u]`` (concatenation instead of a sum of two projections),
+    ReLU between layers, dropout on the input when a key is given."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    class _ConcatSAGE(nnx.Module):
+        def __init__(self, dims, *, rngs):
+            pairs = zip(dims[:-1], dims[1:])
+            self.layers = nnx.List([nnx.Linear(2 * a, b, rngs=rngs) for a, b in pairs])
+
+        def __call__(self, x, blocks, *, key=None):
+            if key is not None:
+                x = jnp.where(jax.random.bernoulli(key, 0.9, x.shape), x / 0.9, 0.0)
+            h = x
+            for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+                agg = jax.ops.segment_sum(
+                    h[block.senders] * block.edge_weight[:, None],
+                    block.receivers,
+                    num_segments=block.num_dst,
+                )
+                h = layer(jnp.concatenate([h[: block.num_dst], agg], axis=-1))
+                if i < len(blocks) - 1:
+                    h = jax.nn.relu(h)
+            return h
+
+    return _ConcatSAGE(dims, rngs=nnx.Rngs(params=jax.random.key(seed)))

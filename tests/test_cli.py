@@ -1,4 +1,6 @@
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -81,6 +83,11 @@ def test_quiet_silences_progress(capsys):
         (["--cache-dist", "zipf"], "--cache-dist"),
         (["--input-fanout", "5,2"], "--input-fanout"),
         (["--gns-weights", "magic"], "--gns-weights"),
+        (["--seed", "-1"], "--seed"),
+        (["--split-seed", "-2"], "--split-seed"),
+        (["--eval-fanouts", "5"], "--eval-fanouts"),  # one per layer
+        (["--resume"], "--resume"),  # without --checkpoint-dir
+        (["--input-fanout", "2,10"], "--input-fanout"),  # HT weights need min 0
     ],
 )
 def test_bad_options_fail_before_training(args, message, capsys):
@@ -134,3 +141,55 @@ def test_unwritable_out_fails_before_training(tmp_path, capsys):
     assert main(["train", *TINY, "--out", str(tmp_path / "missing" / "r.json")]) == 2
     err = capsys.readouterr().err
     assert "--out" in err and "epoch " not in err
+
+
+def test_help_shows_every_default(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = capsys.readouterr().out.split("options:", 1)[1]
+    entries = [" ".join(e.split()) for e in re.split(r"\n(?=  -)", text) if e.strip()]
+    entries = [e for e in entries if e.startswith("-") and not e.startswith("-h")]
+    assert len(entries) >= 30
+    for entry in entries:
+        assert "(default: " in entry, entry
+    flat = " ".join(entries)
+    for shown in ("15,10,5)", "0,10)", "0.01)", "1000)", "gns)", "auto)", "0.003)", "False)"):
+        assert f"(default: {shown}" in flat, shown
+
+
+def test_out_is_written_after_every_epoch_and_atomically(tmp_path, monkeypatch):
+    import gns_jax.cli as cli
+
+    out = tmp_path / "r.json"
+    out.write_text('{"status": "completed", "test_accuracy": 0.99}')  # an older run's results
+    seen = []
+    real = cli.write_atomically
+
+    def spy(path, data, option="--out"):
+        real(path, data, option)
+        seen.append(json.loads(path.read_text())["status"])
+        assert not list(tmp_path.glob(".r.json.*"))  # no temporary file left behind
+
+    monkeypatch.setattr(cli, "write_atomically", spy)
+    assert main(["train", *TINY, "--quiet", "--out", str(out)]) == 0
+    # replaced before anything else happened, then after each of the 2 epochs, then complete
+    assert seen == ["starting", "running", "running", "completed"]
+
+
+def test_out_that_is_a_folder_fails_before_training(tmp_path, capsys):
+    assert main(["train", *TINY, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and "folder" in err and "epoch " not in err
+
+
+def test_compilation_is_reported_and_the_cache_folder_is_used(tmp_path):
+    env = {**os.environ, "GNS_JAX_COMPILE_CACHE": str(tmp_path / "cache")}
+    args = [sys.executable, "-m", "gns_jax", "train", *TINY, "--sampler", "ns"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "compiled the train step in" in proc.stderr
+    assert "compiled the sampler" in proc.stderr
+    assert any((tmp_path / "cache").iterdir())  # the persistent compilation cache was written
+    off = {**env, "GNS_JAX_COMPILE_CACHE": "0"}
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=300, env=off)
+    assert proc.returncode == 0, proc.stderr

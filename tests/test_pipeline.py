@@ -7,9 +7,10 @@ import jax
 import numpy as np
 import pytest
 
-from gns_jax.features import FeatureLoader, bucket
+from gns_jax.features import FeatureLoader
 from gns_jax.instrument import TransferMeter
 from gns_jax.pipeline import prefetch
+from gns_jax.sampling.budget import bucket
 from gns_jax.train import TrainConfig, fit
 
 CONFIG = TrainConfig(epochs=3, batch_size=16, fanouts=(4, 3), hidden=16, cache_fraction=0.1)
@@ -50,8 +51,8 @@ def test_prefetch_close_stops_the_thread_early():
 @pytest.mark.parametrize("sampler", ["ns", "gns"])
 def test_prefetching_changes_no_number(tiny_dataset, sampler):
     config = dataclasses.replace(CONFIG, sampler=sampler)
-    sync = fit(tiny_dataset, dataclasses.replace(config, prefetch=0), quiet=True)
-    ahead = fit(tiny_dataset, dataclasses.replace(config, prefetch=2), quiet=True)
+    sync = fit(tiny_dataset, dataclasses.replace(config, prefetch=0), quiet=True).metrics
+    ahead = fit(tiny_dataset, dataclasses.replace(config, prefetch=2), quiet=True).metrics
     assert [e["train_loss"] for e in sync["epochs"]] == [e["train_loss"] for e in ahead["epochs"]]
     assert sync["h2d_rows_per_batch"] == ahead["h2d_rows_per_batch"]
     assert ahead["compilations"] == 1
@@ -100,7 +101,7 @@ def test_loaded_inputs_are_the_rows_of_the_slots(tiny_dataset, tmp_path, dtype, 
 def test_bad_prefetch_option(tiny_dataset):
     from gns_jax.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="--prefetch"):
+    with pytest.raises(ConfigError, match="prefetch"):
         fit(tiny_dataset, dataclasses.replace(CONFIG, prefetch=-1), quiet=True)
 
 

@@ -13,7 +13,8 @@ from gns_jax.sampling import (
 )
 from tests.helpers import edge_set, random_graph
 
-FANOUTS = (2, 3, 4)  # input layer first; small so that many nodes have more neighbours
+FANOUTS = (4, 3, 2)  # output layer first; small so that many nodes have more neighbours
+WIDTHS = FANOUTS[::-1]  # per block, input layer first
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +66,7 @@ def test_blocks_satisfy_invariants(setup, seed):
         v = block.src_nodes[block.receivers[real]]
         assert np.all(u >= 0) and np.all(v >= 0)
         assert all((a, b) in edges for a, b in zip(u.tolist(), v.tolist()))  # edges exist
-        fanout = FANOUTS[layer]
+        fanout = WIDTHS[layer]
         for slot in np.flatnonzero(block.dst_mask):
             mine = block.receivers[real] == slot
             nbrs = u[mine]
@@ -161,7 +162,7 @@ def test_graphs_tuple_round_trip(setup):
 @pytest.mark.parametrize("fanouts, batch_size", [((0, 3), 8), ((2, -1), 8), ((2,), 0)])
 def test_bad_sampler_options(setup, fanouts, batch_size):
     graph, _, _ = setup
-    with pytest.raises(ConfigError, match="fanouts|batch-size"):
+    with pytest.raises(ConfigError, match="fanouts|batch_size"):
         NodeWiseSampler(graph, fanouts, batch_size)
 
 

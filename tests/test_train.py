@@ -6,22 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from gns_jax.config import TrainConfig, make_model, make_optimizer, make_sampler
 from gns_jax.data import load_dataset
-from gns_jax.features import FeatureLoader
-from gns_jax.instrument import CompileCounter, TransferMeter
-from gns_jax.sampling import NodeWiseSampler
-from gns_jax.train import (
-    FullGraph,
-    HostFeatures,
-    SparseFeatures,
-    TrainConfig,
-    fit,
-    full_inference,
-    init_state,
-    make_optimizer,
-    make_train_step,
-    train_step,
-)
+from gns_jax.instrument import CompileCounter
+from gns_jax.loader import Loader
+from gns_jax.train import fit, init_state, make_train_step, train_step
 
 CONFIG = TrainConfig(
     sampler="ns", epochs=3, batch_size=16, fanouts=(4, 3), hidden=32, lr=0.01, seed=0
@@ -32,29 +21,18 @@ CONFIG = TrainConfig(
 def step_inputs(tiny_dataset):
     ds = tiny_dataset
     tx = make_optimizer(CONFIG)
-    dims = (ds.num_features, CONFIG.hidden, ds.num_classes)
-    graphdef, state = init_state(jax.random.key(0), dims, CONFIG, tx)
-    sampler = NodeWiseSampler(ds.graph, tuple(reversed(CONFIG.fanouts)), CONFIG.batch_size)
-    loader = FeatureLoader(ds.features, TransferMeter())
-    labels = jnp.asarray(ds.labels)
-    batches = []
-    for b in range(3):
-        seeds = jnp.asarray(sampler.pad_seeds(ds.train_idx[b * 16 : (b + 1) * 16]))
-        batch = sampler.sample(jax.random.key(b), seeds)
-        x, _, _ = loader.load(batch.input_nodes)
-        batches.append((x, batch.blocks, batch.seeds))
-    return graphdef, tx, state, batches, labels
+    graphdef, state = init_state(make_model(ds, CONFIG, jax.random.key(0)), tx)
+    loader = Loader(ds, make_sampler(ds, CONFIG), seed=0, prefetch=0, budget="worst")
+    batches = [b.inputs for _, b in zip(range(3), loader.epoch(0))]
+    return graphdef, tx, state, batches
 
 
 def test_jit_matches_eager(step_inputs):
-    graphdef, tx, state, batches, labels = step_inputs
-    x, blocks, seeds = batches[0]
+    graphdef, tx, state, batches = step_inputs
     key = jax.random.key(7)
-    eager_state, eager_metrics = train_step(
-        state, x, blocks, seeds, labels, key, graphdef=graphdef, tx=tx
-    )
+    eager_state, eager_metrics = train_step(state, batches[0], key, graphdef=graphdef, tx=tx)
     jitted = jax.jit(lambda *a: train_step(*a, graphdef=graphdef, tx=tx))
-    jit_state, jit_metrics = jitted(state, x, blocks, seeds, labels, key)
+    jit_state, jit_metrics = jitted(state, batches[0], key)
     # float32 on the CPU: XLA may fuse differently from op-by-op execution.
     np.testing.assert_allclose(eager_metrics["loss"], jit_metrics["loss"], rtol=1e-5, atol=1e-6)
     for a, b in zip(jax.tree.leaves(eager_state.params), jax.tree.leaves(jit_state.params)):
@@ -63,15 +41,15 @@ def test_jit_matches_eager(step_inputs):
 
 
 def test_train_step_compiles_once(step_inputs, caplog):
-    graphdef, tx, state, batches, labels = step_inputs
+    graphdef, tx, state, batches = step_inputs
     counter = CompileCounter()
     step = make_train_step(graphdef, tx, counter)
     state = jax.tree.map(jnp.copy, state)  # the step donates its input state
     key = jax.random.key(0)
-    state, _ = step(state, *batches[0], labels, key)
+    state, _ = step(state, batches[0], key)
     with jax.log_compiles(), caplog.at_level(logging.WARNING, logger="jax"):
-        for x, blocks, seeds in batches[1:] * 3:
-            state, _ = step(state, x, blocks, seeds, labels, key)
+        for batch in batches[1:] * 3:
+            state, _ = step(state, batch, key)
         jax.block_until_ready(state)
     compiled = [r for r in caplog.records if "train_step" in r.getMessage()]
     assert not compiled, [r.getMessage() for r in compiled]
@@ -80,11 +58,11 @@ def test_train_step_compiles_once(step_inputs, caplog):
 
 def test_fit_compiles_the_step_once_and_is_deterministic(tiny_dataset):
     config = dataclasses.replace(CONFIG, epochs=4)
-    a = fit(tiny_dataset, config, quiet=True)
-    b = fit(tiny_dataset, config, quiet=True)
+    a = fit(tiny_dataset, config, quiet=True).metrics
+    b = fit(tiny_dataset, config, quiet=True).metrics
     assert a["compilations"] == 1  # one configuration, four epochs, three batches each
     assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
-    c = fit(tiny_dataset, dataclasses.replace(config, seed=1), quiet=True)
+    c = fit(tiny_dataset, dataclasses.replace(config, seed=1), quiet=True).metrics
     assert [e["train_loss"] for e in a["epochs"]] != [e["train_loss"] for e in c["epochs"]]
     assert a["cache_hit_rate"] == 0.0
     assert a["h2d_rows_per_batch"] == a["input_nodes_per_batch"] > 0
@@ -105,87 +83,35 @@ def test_tiny_overfit(tiny_dataset):
         dropout=0.0,
         feature_norm="none",
     )
-    result = fit(tiny_dataset, config, quiet=True)
+    result = fit(tiny_dataset, config, quiet=True).metrics
     assert result["epochs"][-1]["train_accuracy"] >= 0.95
     assert result["epochs"][-1]["train_loss"] < 0.2 * result["epochs"][0]["train_loss"]
 
 
-def test_full_neighbourhood_sampling_equals_exact_inference(tiny_dataset):
-    """With fan-outs >= the max degree, a sampled forward pass is the exact computation."""
-    ds = tiny_dataset
-    max_degree = int(ds.graph.degrees().max())
-    tx = make_optimizer(CONFIG)
-    graphdef, state = init_state(
-        jax.random.key(3), (ds.num_features, 16, 8, ds.num_classes), CONFIG, tx
-    )
-    exact = full_inference(
-        graphdef, state.params, jnp.asarray(ds.features), FullGraph.from_graph(ds.graph, chunk=512)
-    )
-    sampler = NodeWiseSampler(ds.graph, (max_degree,) * 3, batch_size=32)
-    seeds = ds.test_idx[:32]
-    batch = sampler.sample(jax.random.key(0), jnp.asarray(sampler.pad_seeds(seeds)))
-    x, _, _ = FeatureLoader(ds.features, TransferMeter()).load(batch.input_nodes)
-    from flax import nnx
-
-    logits = nnx.merge(graphdef, state.params)(x, batch.blocks)
-    # float32 sums in different orders: rtol/atol for float32 against float32 on the CPU.
-    np.testing.assert_allclose(logits[: seeds.size], exact[seeds], rtol=1e-4, atol=1e-5)
-
-
-def test_sparse_feature_evaluation_equals_dense():
-    ds = load_dataset("cora")
-    tx = make_optimizer(CONFIG)
-    graphdef, state = init_state(jax.random.key(0), (ds.num_features, 16, 7), CONFIG, tx)
-    graph = FullGraph.from_graph(ds.graph)
-    dense = full_inference(graphdef, state.params, jnp.asarray(ds.features), graph)
-    sparse_x = jax.device_put(SparseFeatures.from_dense(ds.features, chunk=4096))
-    sparse = full_inference(graphdef, state.params, sparse_x, graph, ds.num_nodes)
-    # float32 sums of the same products in different orders.
-    np.testing.assert_allclose(sparse, dense, rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("hidden", [(16,), (16, 8)])
-def test_streamed_memory_mapped_evaluation_equals_dense(tmp_path, hidden):
-    ds = load_dataset("cora")
-    tx = make_optimizer(CONFIG)
-    dims = (ds.num_features, *hidden, 7)
-    graphdef, state = init_state(jax.random.key(0), dims, CONFIG, tx)
-    graph = FullGraph.from_graph(ds.graph)
-    dense = full_inference(graphdef, state.params, jnp.asarray(ds.features), graph)
-    np.save(tmp_path / "x.npy", ds.features)
-    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
-    meter = TransferMeter()
-    streamed = full_inference(
-        graphdef, state.params, HostFeatures(mapped, chunk=1000), graph, meter=meter
-    )
-    np.testing.assert_allclose(streamed, dense, rtol=1e-5, atol=1e-6)
-    assert meter.puts_by_tag["eval"] == 3  # 2708 rows in chunks of 1000, the last padded
-
-
 def test_fit_runs_without_implicit_transfers(tiny_dataset):
     with jax.transfer_guard_host_to_device("disallow"):
-        result = fit(tiny_dataset, dataclasses.replace(CONFIG, epochs=2), quiet=True)
+        result = fit(tiny_dataset, dataclasses.replace(CONFIG, epochs=2), quiet=True).metrics
     assert result["compilations"] == 1
 
 
 def test_auto_feature_norm_rows_normalises_only_sparse_bag_of_words(tiny_dataset):
-    from gns_jax.train import _feature_norm
+    from gns_jax.config import feature_norm
 
     config = TrainConfig()
-    assert _feature_norm(load_dataset("cora"), config) == "row"  # 1.3 % non-zero, 0/1
-    assert _feature_norm(load_dataset("tolokers"), config) == "none"  # dense
-    assert _feature_norm(tiny_dataset, config) == "none"  # Gaussian, negative values
-    assert _feature_norm(tiny_dataset, dataclasses.replace(config, feature_norm="row")) == "row"
+    assert feature_norm(load_dataset("cora"), config) == "row"  # 1.3 % non-zero, 0/1
+    assert feature_norm(load_dataset("tolokers"), config) == "none"  # dense
+    assert feature_norm(tiny_dataset, config) == "none"  # Gaussian, negative values
+    assert feature_norm(tiny_dataset, dataclasses.replace(config, feature_norm="row")) == "row"
 
 
 def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(tiny_dataset, monkeypatch):
-    import gns_jax.train as train_module
+    import gns_jax.loader as loader_module
 
     # Calibrate on one batch with no head-room, so that later batches overflow and must grow.
-    monkeypatch.setattr(train_module, "CALIBRATION_BATCHES", 1)
-    monkeypatch.setattr(train_module, "CALIBRATION_MARGIN", 0.6)
+    monkeypatch.setattr(loader_module, "CALIBRATION_BATCHES", 1)
+    monkeypatch.setattr(loader_module, "CALIBRATION_MARGIN", 0.6)
     config = dataclasses.replace(CONFIG, epochs=3, budget="calibrated")
-    first = fit(tiny_dataset, config, quiet=True)
+    first = fit(tiny_dataset, config, quiet=True).metrics
     budget = first["budget"]
     assert budget["calibrated"] and budget["growths"] >= 1
     assert budget["input_slots"] <= budget["worst_case_input_slots"]
@@ -193,13 +119,13 @@ def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(tiny_dataset
     # replaces the calibrated budget before it is ever compiled)
     assert 1 <= first["compilations"] <= 1 + budget["growths"]
     assert np.all(np.isfinite([e["train_loss"] for e in first["epochs"]]))
-    again = fit(tiny_dataset, config, quiet=True)
+    again = fit(tiny_dataset, config, quiet=True).metrics
     assert [e["train_loss"] for e in first["epochs"]] == [e["train_loss"] for e in again["epochs"]]
     assert again["budget"] == budget
 
 
 def test_worst_case_budget_never_grows(tiny_dataset):
-    result = fit(tiny_dataset, dataclasses.replace(CONFIG, budget="worst"), quiet=True)
+    result = fit(tiny_dataset, dataclasses.replace(CONFIG, budget="worst"), quiet=True).metrics
     assert not result["budget"]["calibrated"] and result["budget"]["growths"] == 0
     assert result["budget"]["input_slots"] == result["budget"]["worst_case_input_slots"]
 

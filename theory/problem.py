@@ -5,8 +5,8 @@ Parameters are handled as one flat vector ``theta`` (``jax.flatten_util.ravel_py
 model's ``nnx.State``), so gradients can be compared, averaged and stepped with plain array maths.
 Dropout is 0: the model is deterministic and the only randomness is the sampler's (and the
 cache's). The exact loss runs the library's full-neighbourhood inference
-(:func:`gns_jax.train.full_inference`); sampled gradients run the library's samplers
-(:func:`gns_jax.train.make_sampler`) and the same model on their blocks.
+(:func:`gns_jax.evaluate.full_inference`); sampled gradients run the library's samplers
+(:func:`gns_jax.config.make_sampler`) and the same model on their blocks.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from flax import nnx
 from jax.flatten_util import ravel_pytree
 
 from gns_jax.cache import build_device_cache, cache_distribution, draw_cache
+from gns_jax.config import TrainConfig, make_sampler, prepare_features
 from gns_jax.data import load_dataset
-from gns_jax.features import normalize_rows
+from gns_jax.evaluate import FullGraph, full_inference
 from gns_jax.models import GraphSAGE
-from gns_jax.train import FullGraph, TrainConfig, _feature_norm, full_inference, make_sampler
 
 __all__ = ["Problem"]
 
@@ -38,10 +38,7 @@ class Problem:
     def __init__(self, dataset: str, hidden: int, fanouts: tuple[int, ...], seed: int = 0):
         self.dataset = load_dataset(dataset)
         ds = self.dataset
-        x = ds.features
-        if _feature_norm(ds, TrainConfig()) == "row":
-            x = normalize_rows(x)
-        self.x = jnp.asarray(x)
+        self.x = jnp.asarray(prepare_features(ds, TrainConfig()))
         self.labels = jnp.asarray(np.maximum(ds.labels, 0))
         self.labelled = np.flatnonzero(ds.labels >= 0)
         self.fanouts = tuple(fanouts)
@@ -55,10 +52,10 @@ class Problem:
         self._dummy = np.zeros((ds.num_nodes, 1), np.float32)
         self._samplers: dict = {}
 
-        graphdef, n = self.graphdef, ds.num_nodes
+        graphdef = self.graphdef
 
         def loss(theta, weights):
-            logits = full_inference(graphdef, self.unravel(theta), self.x, self.full, n)
+            logits = full_inference(graphdef, self.unravel(theta), self.x, self.full)
             ce = optax.softmax_cross_entropy_with_integer_labels(logits, self.labels)
             return jnp.sum(weights * ce)
 
@@ -102,13 +99,11 @@ class Problem:
 
     def draw_grad(self, sampler, theta, key, seeds, rng: np.random.Generator) -> jax.Array:
         """One stochastic gradient: for GNS a fresh cache (from ``rng``), then a sampled batch."""
-        padded = sampler.pad_seeds(seeds)
-        if sampler.name == "gns":
+        cache = None
+        if sampler.uses_cache:
             snap = draw_cache(rng, self._probs, sampler.cache_size)
             cache, _ = build_device_cache(self.dataset.graph, self._dummy, snap)
-            batch = sampler.sample(key, padded, cache)
-        else:
-            batch = sampler.sample(key, padded)
+        batch = sampler.sample(key, sampler.pad_seeds(seeds), cache)
         return self.sampled_grad(theta, batch)
 
     def train(self, steps: int, lr: float = 0.01) -> jax.Array:

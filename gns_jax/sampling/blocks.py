@@ -1,8 +1,10 @@
-"""The padded mini-batch format shared by every sampler, its budget, and jraph interop.
+"""The padded mini-batch format shared by every sampler, and its jraph interop.
 
-Pure data types; the samplers that fill them run under jit (``sampling/nodewise.py``).
+Pure data types; the samplers that fill them run under jit (:mod:`gns_jax.sampling.nodewise`,
+:mod:`gns_jax.sampling.gns`); their static sizes are a :class:`~gns_jax.sampling.budget.Budget`.
 
-Layout of one block (DESIGN.md section 4), for ``max_dst`` destination and ``max_src`` source slots:
+Layout of one block (``docs/architecture.md``, "The block format"), for ``max_dst`` destination
+and ``max_src`` source slots:
 
 * ``src_nodes[:max_dst]`` are the destination nodes (the destinations are a prefix of the
   sources), so the self term of a layer is ``h_src[:max_dst]``;
@@ -15,8 +17,6 @@ Layout of one block (DESIGN.md section 4), for ``max_dst`` destination and ``max
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from typing import NamedTuple
 
 import jax
@@ -24,14 +24,7 @@ import jax.numpy as jnp
 import jraph
 import numpy as np
 
-__all__ = [
-    "Block",
-    "Budget",
-    "MiniBatch",
-    "block_from_graphs_tuple",
-    "block_to_graphs_tuple",
-    "pad_seeds",
-]
+__all__ = ["Block", "MiniBatch", "block_from_graphs_tuple", "block_to_graphs_tuple"]
 
 
 class Block(NamedTuple):
@@ -83,85 +76,6 @@ class MiniBatch(NamedTuple):
     @property
     def input_nodes(self) -> jax.Array:
         return self.blocks[0].src_nodes
-
-
-class Budget(NamedTuple):
-    """Static sizes of one sampler configuration. Hashable: a valid jit static argument.
-
-    Attributes:
-      max_seeds: seed slots, ``batch_size + 1`` (the last one is a dummy).
-      max_src: source slots per block, input layer first; includes the dummy slot.
-      max_edges: edge slots per block, input layer first.
-    """
-
-    max_seeds: int
-    max_src: tuple[int, ...]
-    max_edges: tuple[int, ...]
-
-    @property
-    def max_dst(self) -> tuple[int, ...]:
-        """Destination slots per block, input layer first."""
-        return (*self.max_src[1:], self.max_seeds)
-
-    @classmethod
-    def worst_case(cls, batch_size: int, fanouts: tuple[int, ...], num_nodes: int) -> Budget:
-        """Exact capacities for fan-out samplers; no batch can overflow them.
-
-        ``fanouts`` are listed input layer first. Walking from the output layer down, each block
-        has ``max_dst`` destination slots (the sources of the block above) and
-        ``max_dst * fanout`` edge slots (one row of ``fanout`` per destination, the dummy row
-        included); its sources are ``[destination prefix | new nodes | dummy]`` with at most
-        ``min((max_dst - 1) * fanout, num_nodes)`` new nodes.
-        """
-        max_dst = batch_size + 1
-        max_src, max_edges = [], []
-        for fanout in reversed(fanouts):
-            max_edges.append(max_dst * fanout)
-            max_src.append(max_dst + min((max_dst - 1) * fanout, num_nodes) + 1)
-            max_dst = max_src[-1]
-        return cls(batch_size + 1, tuple(reversed(max_src)), tuple(reversed(max_edges)))
-
-    def calibrated(
-        self, new_nodes: Sequence[int], edges: Sequence[int], margin: float = 1.1
-    ) -> Budget:
-        """A budget sized from observed batches, never above this one (the worst case).
-
-        Args:
-          new_nodes: per layer (input first), the most source nodes seen that were not also
-            destinations, over the calibration batches.
-          edges: per layer, the most real edges seen.
-          margin: head-room factor; each size is then rounded up to a bucket (at most 12.5 %
-            more), which also keeps the number of distinct shapes small when a budget grows.
-        """
-        from gns_jax.features import bucket  # a leaf module: no import cycle
-
-        layers = len(self.max_src)
-        max_src, max_edges = [0] * layers, [0] * layers
-        max_dst = self.max_seeds
-        for layer in reversed(range(layers)):
-            worst_dst = self.max_dst[layer]
-            worst_new = self.max_src[layer] - worst_dst - 1
-            width = self.max_edges[layer] // worst_dst
-            new = min(worst_new, bucket(math.ceil(new_nodes[layer] * margin) + 1, 16))
-            max_src[layer] = max_dst + new + 1
-            max_edges[layer] = min(max_dst * width, bucket(math.ceil(edges[layer] * margin), 16))
-            max_dst = max_src[layer]
-        return Budget(self.max_seeds, tuple(max_src), tuple(max_edges))
-
-
-def pad_seeds(seeds: np.ndarray, budget: Budget) -> np.ndarray:
-    """Host-side: pads ``seeds`` to ``budget.max_seeds`` with -1 (the last slot stays a dummy).
-
-    Raises ConfigError when there are more seeds than the batch size or a seed repeats.
-    """
-    from gns_jax.errors import ConfigError
-
-    seeds = np.asarray(seeds, dtype=np.int32)
-    if seeds.shape[0] > budget.max_seeds - 1:
-        raise ConfigError(f"{seeds.shape[0]} seeds exceed the batch size {budget.max_seeds - 1}")
-    out = np.full(budget.max_seeds, -1, dtype=np.int32)
-    out[: seeds.shape[0]] = seeds
-    return out
 
 
 def block_to_graphs_tuple(block: Block) -> jraph.GraphsTuple:

@@ -5,23 +5,27 @@ Per layer a minimum and a maximum fan-out ``(min_l, max_l)``. A cache-first laye
 ``min_l`` were found, tops up uniformly from the non-cached ones; a uniform layer takes
 ``min(max_l, d_v)`` neighbours uniformly from all of ``N(v)`` (node-wise sampling).
 
-Defaults, as in the official code's final version (GNS.md section 1.2 (e)): the input layer is
-cache-first with ``(0, 10)``, i.e. between 0 and 10 neighbours, all from the cache; the layers above
-take exactly their fan-out uniformly from all neighbours (``cache_first_upper=True`` makes them
-cache-first with ``(K, K)``, the ablation of GNS.md section 5, question 3).
+Defaults, as in the final version of the official code (github.com/jadadong/GNS; see
+``docs/algorithm.md``): the input layer is cache-first with ``(0, 10)``, i.e. between 0 and 10
+neighbours, all from the cache; the layers above take exactly their fan-out uniformly from all
+neighbours (``cache_first_upper=True`` makes them cache-first with ``(K, K)``; whether the
+paper's upper layers prefer cached neighbours is not known).
 
 Input-layer edge weights (``weights=``):
 
 * ``"ht"`` (default): the Horvitz-Thompson weight ``w_uv = 1 / (d_v * pi_u * q_v)`` with
   ``pi_u = 1 - (1 - p_u)^m`` the cache-inclusion probability and ``q_v = min(1, K / |N_C(v)|)``
-  computed from the realised cache (generation 1 of the official code, with the correct ``max``;
-  C-test). Then ``E[sum_u w_uv x_u] = mean_{u in N(v)} x_u`` exactly (GNS.md section 2.2, item 1).
-* ``"minimum"``: the same with the bug of C-new/C-ynew, ``q_v = K / min(|N_C(v)|, K)``; it scales
-  each aggregate by ``min(|N_C|, K) / max(|N_C|, K)`` and is biased (kept for ablations).
+  computed from the realised cache (the official code's last version, ``GNS_yelp_test.py``, with
+  the correct ``max``). Then ``E[sum_u w_uv x_u] = mean_{u in N(v)} x_u`` exactly
+  (``docs/algorithm.md``, "Why the weights are unbiased").
+* ``"minimum"``: the same with the bug of ``new_sample.py``/``GNS_yelp_new.py``,
+  ``q_v = K / min(|N_C(v)|, K)``; it scales each aggregate by ``min(|N_C|, K) / max(|N_C|, K)``
+  and is biased (kept for ablations).
 * ``"none"``: the plain mean ``1/k`` over the ``k`` sampled cached neighbours (no importance
-  sampling, as C-ya effectively ran).
-* ``"heuristic"``: the clipped heuristic of the scripts the official README runs (C-prob):
-  ``clip(A_v / K, 1, 5) / k`` with ``A`` propagated from the seeds (:func:`heuristic_weights`).
+  sampling, as ``GNS_yelp_amazon.py`` effectively ran).
+* ``"heuristic"``: the clipped heuristic of the scripts the official README runs
+  (``GNS_sampling_prob.py``): ``clip(A_v / K, 1, 5) / k`` with ``A`` propagated from the seeds
+  (:func:`heuristic_weights`).
 
 Upper layers always carry the mean coefficient ``1/k``.
 """
@@ -38,8 +42,11 @@ import numpy as np
 from gns_jax.cache import DeviceCache
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
-from gns_jax.sampling.blocks import Budget, MiniBatch, pad_seeds
-from gns_jax.sampling.nodewise import DeviceTopology, check_sizes, expand_layer, make_block
+from gns_jax.instrument import CompileCounter
+from gns_jax.sampling.base import check_fanouts, pad_seeds
+from gns_jax.sampling.blocks import MiniBatch
+from gns_jax.sampling.budget import Budget
+from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
 
@@ -112,7 +119,7 @@ def input_weights(
     if kind == "ht":
         q = jnp.minimum(1.0, k / jnp.maximum(n_c, 1.0))  # K / max(|N_C|, K)
     elif kind == "minimum":
-        q = k / jnp.maximum(jnp.minimum(n_c, k), 1.0)  # the C-new bug: K / min(|N_C|, K)
+        q = k / jnp.maximum(jnp.minimum(n_c, k), 1.0)  # the official code's bug: K / min(|N_C|, K)
     else:
         raise ValueError(kind)
     pi = cache.inclusion_prob[jnp.where(edge_mask, nbrs, 0)]
@@ -130,7 +137,7 @@ def _propagate(importance, block, dst, topology, fanout):
 
 
 def heuristic_weights(importance, edge_mask, max_fanout, num_nodes, topology, cache):
-    """The official code's clipped heuristic (C-prob, GNS.md section 1.2 (f) item 2), per edge.
+    """The official scripts' clipped heuristic (``GNS_sampling_prob.py``), per edge.
 
     ``A`` (propagated from the seeds) is clipped to ``<= 1 / (avg_degree * rho)``, zeros become 1,
     and every sampled cached edge of the input layer gets ``clip(A_v / K, 1, 5) / k_v``. The
@@ -163,7 +170,7 @@ def sample_gns_blocks(
     dst = seeds
     blocks, overflow = [], []
     keys = jax.random.split(key, len(max_fanouts))
-    # The official heuristic (C-prob) propagates A = (B/n)/rho = B/m from the seeds downwards.
+    # The official heuristic (GNS_sampling_prob.py) propagates A = (B/n)/rho = B/m from the seeds.
     importance = jnp.where(seeds >= 0, jnp.sum(seeds >= 0) / cache.size, 0.0)
     for layer in reversed(range(len(max_fanouts))):  # output layer first
         lo, hi = min_fanouts[layer], max_fanouts[layer]
@@ -218,16 +225,21 @@ class GNSSampler:
 
     Args:
       graph: the graph, in host memory; copied once to the topology device.
-      fanouts: upper-layer fan-outs **input layer first** (the input layer's entry is replaced by
-        ``input_fanout``); e.g. ``(5, 10, 15)`` -> layers ``(0..10 cached), 10, 15``.
+      fanouts: neighbours per destination, **output layer first**, as on the command line; the
+        last entry (the input layer's) is replaced by ``input_fanout``: ``(15, 10, 5)`` samples 15
+        and 10 neighbours uniformly in the upper layers and 0..10 cached ones in the input layer.
       batch_size: seeds per batch.
-      cache_size: ``m``, the number of cache draws (static shapes of the cache).
+      cache_size: ``m``, the number of cache draws (the static shapes of the cache).
       input_fanout: ``(min, max)`` of the input layer; default ``(0, 10)``.
       cache_first_upper: make the upper layers cache-first with ``(K, K)``.
       weights: ``"ht"``, ``"minimum"``, ``"none"`` or ``"heuristic"`` (module docs).
+
+    Attributes ``min_fanouts``, ``max_fanouts`` and ``cache_first`` are per block, input layer
+    first (the order of ``MiniBatch.blocks``).
     """
 
     name = "gns"
+    uses_cache = True
 
     def __init__(
         self,
@@ -241,28 +253,37 @@ class GNSSampler:
         weights: str = "ht",
         device: jax.Device | None = None,
     ):
-        fanouts = check_sizes(fanouts, batch_size)
+        self.fanouts = check_fanouts(fanouts, batch_size)
+        widths = tuple(reversed(self.fanouts))  # block order: input layer first
         lo, hi = (int(v) for v in input_fanout)
         if lo < 0 or hi < 0 or lo > hi or hi == 0:
             raise ConfigError(
-                f"--input-fanout: need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
+                "input_fanout", f"need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
             )
         if weights not in WEIGHTS:
-            raise ConfigError(f"--gns-weights: unknown '{weights}' (known: {WEIGHTS})")
+            raise ConfigError("weights", f"unknown '{weights}' (known: {WEIGHTS})")
         if weights == "ht" and lo > 0:
             raise ConfigError(
-                "--input-fanout: Horvitz-Thompson weights need an input-layer minimum of 0 "
-                "(top-ups from non-cached neighbours have no inclusion probability)"
+                "input_fanout",
+                "Horvitz-Thompson weights need an input-layer minimum of 0 "
+                "(top-ups from non-cached neighbours have no inclusion probability)",
             )
-        self.min_fanouts = (lo, *fanouts[1:])
-        self.max_fanouts = (hi, *fanouts[1:])
-        self.cache_first = (True, *([cache_first_upper] * (len(fanouts) - 1)))
+        if int(cache_size) < 1:
+            raise ConfigError("cache_size", f"must be a positive integer, got {cache_size}")
+        self.input_fanout = (lo, hi)
+        self.min_fanouts = (lo, *widths[1:])
+        self.max_fanouts = (hi, *widths[1:])
+        self.cache_first = (True, *([bool(cache_first_upper)] * (len(widths) - 1)))
         self.weights = weights
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
-        widths = tuple(max(a, b) for a, b in zip(self.min_fanouts, self.max_fanouts))
+        block_widths = tuple(max(a, b) for a, b in zip(self.min_fanouts, self.max_fanouts))
         self.budget = gns_budget(
-            self.batch_size, widths, graph.num_nodes, self.cache_size, input_cache_only=lo == 0
+            self.batch_size,
+            block_widths,
+            graph.num_nodes,
+            self.cache_size,
+            input_cache_only=lo == 0,
         )
         self.topology = DeviceTopology.from_graph(graph, device)
         self.num_nodes = graph.num_nodes
@@ -270,19 +291,28 @@ class GNSSampler:
         self.needs_other = any(
             first and lo > 0 for first, lo in zip(self.cache_first, self.min_fanouts)
         )
+        self._traces = CompileCounter()
+        self._jitted = {}  # budget -> jitted sampling function, shared by with_budget copies
         self._sample = self._jit(self.budget)
 
     def _jit(self, budget: Budget):
-        return jax.jit(
-            functools.partial(
-                sample_gns_blocks,
-                min_fanouts=self.min_fanouts,
-                max_fanouts=self.max_fanouts,
-                cache_first=self.cache_first,
-                weights=self.weights,
-                budget=budget,
-            )
+        if budget in self._jitted:
+            return self._jitted[budget]
+        fn = functools.partial(
+            sample_gns_blocks,
+            min_fanouts=self.min_fanouts,
+            max_fanouts=self.max_fanouts,
+            cache_first=self.cache_first,
+            weights=self.weights,
+            budget=budget,
         )
+        self._jitted[budget] = jax.jit(self._traces.wrap(fn))
+        return self._jitted[budget]
+
+    @property
+    def compilations(self) -> int:
+        """Traces (compilations) of the jitted sampling function, all budgets together."""
+        return self._traces.count
 
     def with_budget(self, budget: Budget) -> GNSSampler:
         """The same sampler (same device topology) with other static sizes; jitted anew."""
@@ -295,6 +325,10 @@ class GNSSampler:
         """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
         return pad_seeds(seeds, self.budget)
 
-    def sample(self, key: jax.Array, seeds: jax.Array, cache: DeviceCache) -> MiniBatch:
+    def sample(self, key: jax.Array, seeds: jax.Array, cache: DeviceCache | None = None):
         """Samples a batch with the current cache (its shapes are fixed, so no recompilation)."""
+        if cache is None:
+            raise ConfigError(
+                "cache", "GNS samples from a cache: pass the DeviceCache drawn for it"
+            )
         return self._sample(key, self.topology, cache, seeds)

@@ -23,14 +23,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gns_jax.errors import ConfigError, GraphError
+from gns_jax.errors import GraphError
 from gns_jax.graph import CSRGraph
-from gns_jax.sampling.blocks import Block, Budget, MiniBatch, pad_seeds
+from gns_jax.instrument import CompileCounter
+from gns_jax.sampling.base import check_fanouts, pad_seeds
+from gns_jax.sampling.blocks import Block, MiniBatch
+from gns_jax.sampling.budget import Budget
 
 __all__ = [
     "DeviceTopology",
     "NodeWiseSampler",
-    "check_sizes",
     "expand_layer",
     "make_block",
     "relabel",
@@ -220,15 +222,18 @@ def sample_blocks(
     topology: DeviceTopology,
     seeds: jax.Array,
     *,
-    fanouts: tuple[int, ...],
+    widths: tuple[int, ...],
     budget: Budget,
 ) -> MiniBatch:
-    """Samples one mini-batch rooted at ``seeds`` (int32 ``[max_seeds]``, -1 padded). Jittable."""
+    """Samples one mini-batch rooted at ``seeds`` (int32 ``[max_seeds]``, -1 padded). Jittable.
+
+    ``widths`` are the fan-outs in block order, **input layer first** (the sampler's ``fanouts``
+    reversed)."""
     dst = seeds
     blocks, overflow = [], []
-    keys = jax.random.split(key, len(fanouts))
-    for layer in reversed(range(len(fanouts))):  # output layer first
-        nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, fanouts[layer])
+    keys = jax.random.split(key, len(widths))
+    for layer in reversed(range(len(widths))):  # output layer first
+        nbrs, edge_mask, weight = expand_layer(keys[layer], topology, dst, widths[layer])
         block, over = make_block(
             topology.num_nodes,
             dst,
@@ -249,33 +254,26 @@ def sample_blocks(
     )
 
 
-def check_sizes(fanouts, batch_size: int) -> tuple[int, ...]:
-    """Validates fan-outs and batch size (ConfigError naming the option); returns int fan-outs."""
-    fanouts = tuple(int(f) for f in fanouts)
-    if not fanouts or min(fanouts) < 1:
-        raise ConfigError(f"--fanouts must be positive integers, got {fanouts}")
-    if batch_size < 1:
-        raise ConfigError(f"--batch-size must be a positive integer, got {batch_size}")
-    return fanouts
-
-
 class NodeWiseSampler:
     """Uniform node-wise sampling with fixed fan-outs, jitted once per budget.
 
     Args:
       graph: the graph, in host memory; copied once to ``device`` as a :class:`DeviceTopology`.
-      fanouts: neighbours per destination, **input layer first** (the command line lists them
-        from the output layer down, as DESIGN.md does).
+      fanouts: neighbours per destination, **output layer first** (``fanouts[0]`` neighbours of
+        every seed), as on the command line; one model layer each.
       batch_size: seeds per batch.
       budget: static sizes; defaults to :meth:`Budget.worst_case`, which never overflows.
 
     Example::
 
-        sampler = NodeWiseSampler(graph, fanouts=(5, 10, 15), batch_size=1000)
+        sampler = NodeWiseSampler(graph, fanouts=(15, 10, 5), batch_size=1000)
         batch = sampler.sample(key, sampler.pad_seeds(train_idx[:1000]))
     """
 
     name = "ns"
+    uses_cache = False
+    cache_size = 0
+    needs_other = False
 
     def __init__(
         self,
@@ -286,14 +284,27 @@ class NodeWiseSampler:
         budget: Budget | None = None,
         device: jax.Device | None = None,
     ):
-        self.fanouts = check_sizes(fanouts, batch_size)
+        self.fanouts = check_fanouts(fanouts, batch_size)
         self.batch_size = int(batch_size)
-        self.budget = budget or Budget.worst_case(self.batch_size, fanouts, graph.num_nodes)
+        self._widths = tuple(reversed(self.fanouts))  # input layer first, as blocks are stored
+        self.budget = budget or Budget.worst_case(self.batch_size, self._widths, graph.num_nodes)
         self.topology = DeviceTopology.from_graph(graph, device)
         self.num_nodes = graph.num_nodes
-        self._sample = jax.jit(
-            functools.partial(sample_blocks, fanouts=self.fanouts, budget=self.budget)
-        )
+        self._traces = CompileCounter()
+        self._jitted = {}  # budget -> jitted sampling function, shared by with_budget copies
+        self._sample = self._jit(self.budget)
+
+    def _jit(self, budget: Budget):
+        if budget in self._jitted:
+            return self._jitted[budget]
+        fn = functools.partial(sample_blocks, widths=self._widths, budget=budget)
+        self._jitted[budget] = jax.jit(self._traces.wrap(fn))
+        return self._jitted[budget]
+
+    @property
+    def compilations(self) -> int:
+        """Traces (compilations) of the jitted sampling function, all budgets together."""
+        return self._traces.count
 
     def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
         """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
@@ -303,11 +314,10 @@ class NodeWiseSampler:
         """The same sampler (same device topology) with other static sizes; jitted anew."""
         other = copy.copy(self)
         other.budget = budget
-        other._sample = jax.jit(
-            functools.partial(sample_blocks, fanouts=self.fanouts, budget=budget)
-        )
+        other._sample = self._jit(budget)
         return other
 
-    def sample(self, key: jax.Array, seeds: jax.Array) -> MiniBatch:
-        """Samples a batch; ``seeds`` as returned by :meth:`pad_seeds` (host or device)."""
+    def sample(self, key: jax.Array, seeds: jax.Array, cache=None) -> MiniBatch:
+        """Samples a batch; ``seeds`` as returned by :meth:`pad_seeds` (host or device). The
+        cache, if given, is not read: node-wise sampling draws from all neighbours."""
         return self._sample(key, self.topology, seeds)

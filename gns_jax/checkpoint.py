@@ -1,0 +1,213 @@
+"""Checkpoints of a training run, written with orbax-checkpoint. Host-side.
+
+A checkpoint holds everything a run needs to go on exactly as if it had never stopped:
+
+* arrays (orbax's pytree format): the train state (parameters, optimiser state, step), the
+  parameters at the epoch of best validation accuracy, and the GNS cache's node ids;
+* a JSON record: the format and version, the dataset's identity (name, sizes), every option
+  (``TrainConfig``), the position (epoch, next batch), the loader's state (budget, the layer
+  sizes it grows from, budget growths, the epoch its cache was drawn at), the history of the
+  epochs done, the best-validation bookkeeping, the per-batch losses of the epoch in progress and
+  the running totals behind the reported rates, and a SHA-256 digest of the arrays.
+
+The random streams need no state: every one is derived from ``(seed, stream, counter)``
+(:mod:`gns_jax.loader`), so the position is enough. With the same seed on the same machine, a
+run killed at any point and resumed from its latest checkpoint ends with the same numbers as an
+uninterrupted one (``tests/test_checkpoint.py`` kills one with SIGKILL mid-epoch).
+
+Each checkpoint is written to a temporary folder and renamed into place when complete (orbax's
+atomic commit), and the last :data:`KEEP` are kept. On resume the newest one is read and its
+digest checked; a corrupt or truncated one is reported with a warning and the previous one used.
+A checkpoint of another dataset, or of options that change the numbers, is refused with one
+clear error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import warnings
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from gns_jax.errors import ConfigError
+
+__all__ = ["FORMAT", "KEEP", "Checkpointer", "CheckpointWarning", "dataset_identity"]
+
+FORMAT = "gns-jax-checkpoint"
+VERSION = 1
+KEEP = 3  # checkpoints kept: the newest, and older ones to fall back on
+
+
+class CheckpointWarning(UserWarning):
+    """A checkpoint could not be read and an older one was used."""
+
+
+def dataset_identity(dataset) -> dict:
+    """What a checkpoint records of its dataset, to refuse another one on resume."""
+    return {
+        "name": dataset.name,
+        "num_nodes": int(dataset.num_nodes),
+        "num_edges": int(dataset.graph.num_edges),
+        "num_features": int(dataset.num_features),
+        "num_classes": int(dataset.num_classes),
+        "split": dataset.split,
+        "num_train": int(dataset.train_idx.size),
+    }
+
+
+def digest(tree) -> str:
+    """SHA-256 over every leaf's dtype, shape and bytes, in tree order (host copies)."""
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(tree)):
+        a = np.ascontiguousarray(np.asarray(leaf))
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _quiet_orbax():
+    import orbax.checkpoint as ocp
+
+    for name in ("absl", "orbax", "jax._src.distributed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    return ocp
+
+
+class Checkpointer:
+    """Saves and restores the checkpoints of one run in ``directory``.
+
+    Args:
+      directory: the run's checkpoint folder (created if missing).
+      keep: how many checkpoints to keep.
+    """
+
+    def __init__(self, directory: str | Path, keep: int = KEEP):
+        self.directory = Path(directory).absolute()
+        if self.directory.exists() and not self.directory.is_dir():
+            raise ConfigError("checkpoint_dir", f"{directory} exists and is not a folder")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError("checkpoint_dir", f"cannot create {directory} ({e})") from None
+        ocp = _quiet_orbax()
+        self._ocp = ocp
+        self._manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True, enable_async_checkpointing=False
+            ),
+        )
+
+    def steps(self) -> list[int]:
+        """The steps of the complete checkpoints in the folder, oldest first."""
+        self._manager.reload()
+        return sorted(self._manager.all_steps())
+
+    def save(self, step: int, arrays: Any, record: dict) -> None:
+        """Writes checkpoint ``step``: ``arrays`` (a pytree of arrays) and a JSON ``record``."""
+        ocp = self._ocp
+        record = {"format": FORMAT, "version": VERSION, **record, "digest": digest(arrays)}
+        for newer in [s for s in self.steps() if s >= step]:  # unreadable ones a resume skipped
+            self._manager.delete(newer)
+        self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                arrays=ocp.args.StandardSave(arrays), record=ocp.args.JsonSave(record)
+            ),
+            force=True,
+        )
+        self._manager.wait_until_finished()
+
+    def read_record(self, step: int) -> dict:
+        """The JSON record of checkpoint ``step`` (raises on a missing or corrupt one)."""
+        ocp = self._ocp
+        out = self._manager.restore(step, args=ocp.args.Composite(record=ocp.args.JsonRestore()))
+        record = out["record"]
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise ValueError("not a gns-jax checkpoint record")
+        if record.get("version") != VERSION:
+            raise ValueError(f"checkpoint format version {record.get('version')}, need {VERSION}")
+        return record
+
+    def restore(self, step: int, template: Any, record: dict) -> Any:
+        """The arrays of checkpoint ``step``, shaped like ``template``; checks the digest."""
+        ocp = self._ocp
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+        out = self._manager.restore(
+            step, args=ocp.args.Composite(arrays=ocp.args.StandardRestore(abstract))
+        )
+        arrays = out["arrays"]
+        if digest(arrays) != record.get("digest"):
+            raise ValueError("its arrays do not match the digest written with them")
+        return arrays
+
+    def latest(self, template_of) -> tuple[int, Any, dict] | None:
+        """The newest checkpoint that reads back intact: ``(step, arrays, record)``, or None.
+
+        ``template_of(record)`` gives the pytree the arrays must have. An unreadable checkpoint
+        is reported with a :class:`CheckpointWarning` and the previous one tried.
+        """
+        steps = self.steps()
+        for i, step in enumerate(reversed(steps)):
+            try:
+                record = self.read_record(step)
+                arrays = self.restore(step, template_of(record), record)
+                return step, arrays, record
+            except ConfigError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any failure to read means corrupt
+                older = steps[-i - 2] if i + 1 < len(steps) else None
+                warnings.warn(
+                    f"checkpoint {step} in {self.directory} is corrupt or truncated "
+                    f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
+                    + (f"using checkpoint {older} instead" if older is not None else "none left"),
+                    CheckpointWarning,
+                    stacklevel=2,
+                )
+        return None
+
+
+def check_compatible(record: dict, identity: dict, config: dict, resumable: tuple[str, ...], where):
+    """Raises ConfigError when ``record`` is of another dataset or of options that change the
+    numbers (any option outside ``resumable``)."""
+    if record.get("identity") != identity:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{where} holds a checkpoint of another dataset "
+            f"({json.dumps(record.get('identity'))}), not of {json.dumps(identity)}",
+        )
+    saved = record.get("config", {})
+    changed = [
+        f"{k} ({saved.get(k)!r} there, {v!r} here)"
+        for k, v in config.items()
+        if k not in resumable and saved.get(k) != v
+    ]
+    if changed:
+        raise ConfigError(
+            "checkpoint_dir",
+            f"{where} holds a checkpoint made with other options: {', '.join(changed)}; "
+            "resume with the same options or choose another folder",
+        )
+
+
+def read_run(directory: str | Path) -> tuple[int, dict]:
+    """The newest readable record of a run's checkpoint folder: ``(step, record)``."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise ConfigError("checkpoint", f"{directory} is not a folder")
+    checkpoints = Checkpointer(folder)
+    for step in reversed(checkpoints.steps()):
+        try:
+            return step, checkpoints.read_record(step)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(
+                f"checkpoint {step} in {folder} is unreadable ({type(e).__name__}); trying older",
+                CheckpointWarning,
+                stacklevel=2,
+            )
+    raise ConfigError("checkpoint", f"{directory} holds no readable gns-jax checkpoint")
