@@ -36,10 +36,11 @@ __all__ = [
     "cache_size",
     "draw_cache",
     "inclusion_probability",
+    "min_variance_distribution",
     "snapshot_from_ids",
 ]
 
-DISTRIBUTIONS = ("degree", "uniform", "random-walk")
+DISTRIBUTIONS = ("degree", "uniform", "random-walk", "min-variance")
 
 
 def cache_size(cache_fraction: float, num_nodes: int) -> int:
@@ -55,14 +56,18 @@ def cache_distribution(
     *,
     train_idx: np.ndarray | None = None,
     num_steps: int = 3,
+    features: np.ndarray | None = None,
 ) -> np.ndarray:
     """The cache sampling distribution ``p`` (float64 ``[num_nodes]``, sums to 1). Host-side.
 
     Args:
-      kind: ``degree`` (``p_u ∝ d_u``, the paper's default), ``uniform``, or ``random-walk``:
+      kind: ``degree`` (``p_u ∝ d_u``, the paper's default), ``uniform``, ``random-walk``:
         start from ``1/|train|`` on the training nodes and run ``num_steps`` steps of
         ``p <- sum_{u in N(v)} p_u / d_u + p_v``, renormalised each step (the alternative in the
-        official code).
+        official code), or ``min-variance``: the static distribution that minimises the summed
+        input-layer variance of the Horvitz-Thompson estimator in the small-cache regime,
+        ``p_u ∝ ||x_u|| sqrt(sum_{v in N(u)} 1 / d_v^2)`` (:func:`min_variance_distribution`;
+        needs ``features``).
     """
     n = graph.num_nodes
     degree = graph.degrees().astype(np.float64)
@@ -82,9 +87,44 @@ def cache_distribution(
         for _ in range(num_steps):
             p = np.bincount(receivers, weights=(p * inv_degree)[senders], minlength=n) + p
             p /= p.sum()
+    elif kind == "min-variance":
+        if features is None:
+            raise ConfigError("cache_dist", "min-variance needs the node features")
+        p = min_variance_distribution(graph, features)
     else:
         raise ConfigError("cache_dist", f"unknown distribution '{kind}' (known: {DISTRIBUTIONS})")
     return p / p.sum()
+
+
+def min_variance_distribution(graph: CSRGraph, features: np.ndarray) -> np.ndarray:
+    """``p_u ∝ ||x_u|| sqrt(sum_{v in N(u)} d_v^-2)``, unnormalised. Host-side, one pass.
+
+    In the small-cache regime (``m p_u << 1``) the inclusion probability is ``pi_u ≈ m p_u`` and
+    the Horvitz-Thompson input aggregate of node ``v`` has variance about
+    ``sum_{u in N(v)} ||x_u||^2 / (d_v^2 m p_u)`` (summed over the feature dimensions). Summed
+    over all nodes ``v`` this is ``(1/m) sum_u c_u / p_u`` with
+    ``c_u = ||x_u||^2 sum_{v in N(u)} 1 / d_v^2`` (the graph is symmetric), and minimising it
+    subject to ``sum_u p_u = 1`` (a Lagrange multiplier) gives ``p_u ∝ sqrt(c_u)``. A
+    degree-proportional cache is optimal only when ``c_u ∝ d_u^2``; this one puts less mass on
+    hubs and more on the nodes whose features many low-degree nodes average. Features are read
+    in row chunks (a memory-mapped matrix is streamed).
+    """
+    degree = graph.degrees().astype(np.float64)
+    inv_sq = 1.0 / np.maximum(degree, 1.0) ** 2
+    per_edge = inv_sq[graph.indices]
+    counts = np.diff(graph.indptr)
+    sums = np.zeros(graph.num_nodes)
+    nonempty = counts > 0
+    sums[nonempty] = np.add.reduceat(per_edge, graph.indptr[:-1][nonempty])
+    norms = np.empty(graph.num_nodes)
+    step = max(1, (1 << 24) // max(1, features.shape[1]))
+    for start in range(0, graph.num_nodes, step):
+        rows = np.asarray(features[start : start + step], dtype=np.float64)
+        norms[start : start + step] = np.einsum("ij,ij->i", rows, rows)
+    p = np.sqrt(norms * sums)
+    if not p.sum() > 0:
+        p = np.ones(graph.num_nodes)
+    return p
 
 
 def inclusion_probability(p: np.ndarray, num_draws: int) -> np.ndarray:
@@ -140,11 +180,13 @@ class DeviceCache(NamedTuple):
 
     Attributes:
       node_ids: int32 ``[m]`` cached ids (``-1`` padding).
-      slot_of: int32 ``[num_nodes + 1]``; ``m`` (the dummy row) if not cached; the extra last
-        entry is for padding ids so that gathers need no branch.
+      slot_of: int32 ``[num_nodes + 1]``; the row of ``features`` of every node, the last row
+        (the dummy) if not cached; the extra last entry is for padding ids so that gathers need
+        no branch (``[2 num_nodes + 1]`` with the neighbour means' rows, see
+        :func:`build_device_cache`).
       inclusion_prob: float32 ``[num_nodes]``, ``pi_u``.
-      features: float32 ``[m + 1, F]`` cached feature rows; rows of padding and the last (dummy)
-        row are zero.
+      features: float32 ``[m + 1, F]`` cached feature rows (``[2m + 1, F]`` with the neighbour
+        means'); rows of padding and the last (dummy) row are zero.
       cached_indptr, cached_indices: CSR of ``N_C(v)``, the cached in-neighbours of every node
         (int32 ``[num_nodes + 1]`` and ``[max_cached_edges]``, padded with 0).
       other_indptr, other_indices: CSR of the non-cached in-neighbours (int32 ``[num_nodes + 1]``
@@ -195,6 +237,7 @@ def build_device_cache(
     put=jax.device_put,
     edge_capacity: int | None = None,
     with_other: bool = True,
+    means: np.ndarray | None = None,
 ) -> tuple[DeviceCache, float]:
     """Builds the device arrays of a snapshot; returns them and the host build time in seconds.
 
@@ -204,6 +247,10 @@ def build_device_cache(
       with_other: build the non-cached adjacency (a copy of most of the graph's edges), which
         only cache-first layers with top-ups read; without it ``other_*`` are empty
         placeholders (``GNSSampler.needs_other`` says which a sampler needs).
+      means: the neighbour means of the features (the exact input layer,
+        :func:`gns_jax.features.neighbour_means`); the cache then also holds the cached nodes'
+        mean rows: ``features`` is ``[2m + 1, F]`` (rows, then mean rows, then the dummy) and
+        ``slot_of`` has ``2 num_nodes + 1`` entries, ``num_nodes + v`` for ``v``'s mean row.
     """
     start = time.perf_counter()
     m = snapshot.node_ids.shape[0]
@@ -215,11 +262,21 @@ def build_device_cache(
     else:
         other_indptr = np.zeros(graph.num_nodes + 1, np.int32)
         other_indices = np.zeros(1, np.int32)
-    rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
-    rows[: snapshot.num_cached] = features[snapshot.node_ids[: snapshot.num_cached]]
+    ids = snapshot.node_ids[: snapshot.num_cached]
+    if means is None:
+        rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
+        rows[: snapshot.num_cached] = features[ids]
+        slot_of = np.append(snapshot.slot_of, np.int32(m))
+    else:
+        rows = np.zeros((2 * m + 1, features.shape[1]), dtype=np.float32)
+        rows[: snapshot.num_cached] = features[ids]
+        rows[m : m + snapshot.num_cached] = means[ids]
+        own = np.where(snapshot.slot_of < m, snapshot.slot_of, 2 * m)
+        mean_rows = np.where(snapshot.slot_of < m, snapshot.slot_of + m, 2 * m)
+        slot_of = np.concatenate([own, mean_rows, [2 * m]]).astype(np.int32)
     host = DeviceCache(
         node_ids=snapshot.node_ids,
-        slot_of=np.append(snapshot.slot_of, np.int32(m)),
+        slot_of=slot_of,
         inclusion_prob=snapshot.inclusion_prob.astype(np.float32),
         features=rows,
         cached_indptr=cached_indptr,

@@ -179,8 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--gns-weights",
         choices=WEIGHTS,
         default=defaults.gns_weights,
-        help="input-layer weights: ht (unbiased Horvitz-Thompson), minimum (the official "
-        "code's biased q_v), none (plain mean), heuristic (the official scripts' clipped weights)",
+        help="the input-layer estimator: ht (unbiased Horvitz-Thompson), hajek (HT "
+        "self-normalised), clipped (HT with 1/(pi q) clipped at --weight-clip), minimum (the "
+        "official code's biased q_v), none (plain mean), heuristic (the official scripts' weights)",
+    )
+    gns.add_argument(
+        "--weight-clip",
+        type=float,
+        default=defaults.weight_clip,
+        help="clipped weights: a sampled cached neighbour stands for at most this many",
     )
     train.add_argument(
         "--seed", type=_non_negative_int, default=defaults.seed, help="seed of every random stream"
@@ -389,6 +396,7 @@ def _config(args: argparse.Namespace):
         input_fanout=tuple(args.input_fanout),
         cache_first=args.cache_first,
         gns_weights=args.gns_weights,
+        weight_clip=args.weight_clip,
         prefetch=args.prefetch,
         budget=args.budget,
         checkpoint_dir=args.checkpoint_dir,

@@ -25,7 +25,7 @@ from gns_jax.instrument import TransferMeter
 from gns_jax.loader import BUDGETS, Loader
 from gns_jax.models import GraphSAGE
 from gns_jax.sampling.base import Sampler
-from gns_jax.sampling.gns import WEIGHTS, GNSSampler
+from gns_jax.sampling.gns import WEIGHT_CLIP, WEIGHTS, GNSSampler
 from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
@@ -89,6 +89,7 @@ class TrainConfig:
     input_fanout: tuple[int, int] = (0, 10)
     cache_first: bool = False
     gns_weights: str = "ht"
+    weight_clip: float = WEIGHT_CLIP
     prefetch: int = 2
     budget: str = "auto"
     checkpoint_dir: str | None = None
@@ -137,6 +138,8 @@ class TrainConfig:
             )
         if self.budget not in BUDGETS:
             raise ConfigError("budget", f"one of {BUDGETS}, got '{self.budget}'")
+        if not (self.weight_clip > 0 and math.isfinite(self.weight_clip)):
+            raise ConfigError("weight_clip", f"must be a positive number, got {self.weight_clip}")
         if self.gns_weights not in WEIGHTS:
             raise ConfigError("gns_weights", f"unknown '{self.gns_weights}' (known: {WEIGHTS})")
         if self.resume and not self.checkpoint_dir:
@@ -200,6 +203,7 @@ def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None)
         input_fanout=config.input_fanout,
         cache_first_upper=config.cache_first,
         weights=config.gns_weights,
+        weight_clip=config.weight_clip,
     )
 
 

@@ -30,7 +30,14 @@ from gns_jax.cache import DeviceCache
 from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
 from gns_jax.sampling.budget import bucket
 
-__all__ = ["FeatureLoader", "HostFeatures", "SparseFeatures", "normalize_rows", "pad_to_chunks"]
+__all__ = [
+    "FeatureLoader",
+    "HostFeatures",
+    "SparseFeatures",
+    "neighbour_means",
+    "normalize_rows",
+    "pad_to_chunks",
+]
 
 
 def pad_to_chunks(chunk: int, *arrays: tuple[np.ndarray, type]) -> list[np.ndarray]:
@@ -101,6 +108,19 @@ class HostFeatures(NamedTuple):
 
     array: np.ndarray
     chunk: int = 1 << 16
+
+
+def neighbour_means(graph, features: np.ndarray) -> np.ndarray:
+    """``x̄_v = (1/d_v) sum_{u in N(v)} x_u`` for every node (0 for isolated ones): float32
+    ``[N, F]``, one sparse product (the exact input layer reads these rows)."""
+    import scipy.sparse as sp
+
+    degree = np.diff(graph.indptr)
+    weight = np.repeat(1.0 / np.maximum(degree, 1), degree).astype(np.float32)
+    adjacency = sp.csr_matrix(
+        (weight, graph.indices, graph.indptr), shape=(graph.num_nodes, graph.num_nodes)
+    )
+    return np.ascontiguousarray(adjacency @ np.asarray(features, dtype=np.float32), np.float32)
 
 
 def normalize_rows(features: np.ndarray) -> np.ndarray:
@@ -177,10 +197,13 @@ class FeatureLoader:
     Args:
       features: float ``[num_nodes, F]`` host array (may be a ``np.memmap``).
       meter: counts the bytes put, under the tag ``"features"``.
+      means: the neighbour means (:func:`neighbour_means`), for input slots that hold
+        ``num_nodes + v`` (the exact input layer); None otherwise.
     """
 
-    def __init__(self, features: np.ndarray, meter: TransferMeter):
+    def __init__(self, features: np.ndarray, meter: TransferMeter, means: np.ndarray | None = None):
         self.features = features
+        self.means = means
         # Rows cross as stored when float16 (half the bytes), as float32 otherwise.
         self._dtype = np.dtype(np.float16 if features.dtype == np.float16 else np.float32)
         self.meter = meter
@@ -219,7 +242,7 @@ class FeatureLoader:
                 slots = _slots(cache.slot_of, src_nodes)
                 cache_rows = cache.features
                 ids, slot_host = (np.asarray(a) for a in jax.device_get((src_nodes, slots)))
-                missing = (ids >= 0) & (slot_host == cache.size)
+                missing = (ids >= 0) & (slot_host == cache.features.shape[0] - 1)
             wanted = ids[missing]  # in slot order; distinct (a block's sources are)
             n = wanted.shape[0]
             size = bucket(n)
@@ -230,7 +253,11 @@ class FeatureLoader:
             rank[order] = np.arange(n, dtype=np.int32)
             buffer = _aligned_empty((size, self.features.shape[1]), self._dtype)
             buffer[n:] = 0
-            _take_rows(self.features, wanted[order], buffer[:n])
+            ordered = wanted[order]
+            own = int(np.searchsorted(ordered, self.features.shape[0]))  # then mean rows
+            _take_rows(self.features, ordered[:own], buffer[:own])
+            if own < n:
+                _take_rows(self.means, ordered[own:] - self.features.shape[0], buffer[own:n])
         with watch("h2d"):
             rows, rank = self.meter.put((buffer, rank), tag="features")
             x = _assemble_jit(rows, rank, src_nodes, slots, cache_rows)

@@ -49,7 +49,7 @@ from gns_jax.cache import (
 )
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
-from gns_jax.features import FeatureLoader
+from gns_jax.features import FeatureLoader, neighbour_means
 from gns_jax.instrument import Stopwatch, TransferMeter
 from gns_jax.pipeline import prefetch
 from gns_jax.sampling.base import Sampler
@@ -229,7 +229,16 @@ class Loader:
         self.meter = meter or TransferMeter()
         self.log = log or (lambda line: None)
         self.name = name
-        self.gather = FeatureLoader(dataset.features if features is None else features, self.meter)
+        features = dataset.features if features is None else features
+        self.means = None
+        if getattr(sampler, "needs_means", False):  # the exact input layer's neighbour means
+            start = time.perf_counter()
+            self.means = neighbour_means(dataset.graph, features)
+            self.log(
+                f"computed the neighbour means of {dataset.num_nodes:,} nodes in "
+                f"{time.perf_counter() - start:.1f}s"
+            )
+        self.gather = FeatureLoader(features, self.meter, means=self.means)
         # One-time setup may move Python scalars implicitly; the per-batch path moves data only
         # through ``meter.put`` (the tests run it under a transfer guard).
         with jax.transfer_guard_host_to_device("allow"):
@@ -245,6 +254,7 @@ class Loader:
                 cache_dist,
                 train_idx=dataset.train_idx,
                 num_steps=len(sampler.fanouts),
+                features=features,
             )
         self.watch = Stopwatch()  # the input side's phases, first epoch excluded
         self.timed_batches = 0
@@ -329,6 +339,7 @@ class Loader:
             snapshot,
             put=functools.partial(self.meter.put, tag="cache"),
             with_other=self.worst.needs_other,
+            means=self.means,
         )
         jax.block_until_ready(self._cache)
         self._cache_epoch = epoch

@@ -44,13 +44,14 @@ from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
 from gns_jax.instrument import CompileCounter
 from gns_jax.sampling.base import check_fanouts, pad_seeds
-from gns_jax.sampling.blocks import MiniBatch
+from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
 
-WEIGHTS = ("ht", "minimum", "none", "heuristic")
+WEIGHTS = ("ht", "hajek", "clipped", "exact", "minimum", "none", "heuristic")
+WEIGHT_CLIP = 10.0  # default bound of the clipped weights' inverse probability
 
 
 def cache_first_layer(
@@ -107,8 +108,16 @@ def input_weights(
     edge_mask: jax.Array,
     num_cached: jax.Array,
     max_fanout: int,
+    clip: float = WEIGHT_CLIP,
 ) -> jax.Array:
-    """Input-layer coefficients for the sampled ``[max_dst, width]`` edges (see module docs)."""
+    """Input-layer coefficients for the sampled ``[max_dst, width]`` edges (see module docs).
+
+    With ``inv_uv = 1 / (pi_u q_v)``, the number of neighbours a sampled cached neighbour stands
+    for: ``ht`` is ``inv / d_v``; ``hajek`` is ``inv / sum_{u' in S_v} inv_u'v`` (the
+    self-normalised ratio estimator: the HT estimate of the neighbours' sum over the HT estimate
+    of their number; the weights of a node sum to 1, and to 0 when nothing was sampled);
+    ``clipped`` is ``min(inv, clip) / d_v``.
+    """
     take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
     if kind == "none":
         return jnp.where(edge_mask, 1.0 / jnp.maximum(take, 1.0), 0.0)
@@ -116,15 +125,49 @@ def input_weights(
     degree = (topology.indptr[safe + 1] - topology.indptr[safe]).astype(jnp.float32)[:, None]
     n_c = num_cached.astype(jnp.float32)[:, None]
     k = jnp.float32(max_fanout)
-    if kind == "ht":
+    if kind in ("ht", "hajek", "clipped"):
         q = jnp.minimum(1.0, k / jnp.maximum(n_c, 1.0))  # K / max(|N_C|, K)
     elif kind == "minimum":
         q = k / jnp.maximum(jnp.minimum(n_c, k), 1.0)  # the official code's bug: K / min(|N_C|, K)
     else:
         raise ValueError(kind)
     pi = cache.inclusion_prob[jnp.where(edge_mask, nbrs, 0)]
-    weight = 1.0 / (jnp.maximum(degree, 1.0) * jnp.maximum(pi, 1e-30) * q)
-    return jnp.where(edge_mask, weight, 0.0)
+    if kind in ("ht", "minimum"):
+        weight = 1.0 / (jnp.maximum(degree, 1.0) * jnp.maximum(pi, 1e-30) * q)
+        return jnp.where(edge_mask, weight, 0.0)
+    inv = jnp.where(edge_mask, 1.0 / (jnp.maximum(pi, 1e-30) * q), 0.0)
+    if kind == "hajek":
+        return inv / jnp.maximum(jnp.sum(inv, axis=1, keepdims=True), 1e-30)
+    return jnp.minimum(inv, clip) / jnp.maximum(degree, 1.0)  # clipped
+
+
+def exact_input_block(
+    num_nodes: int, dst: jax.Array, max_src: int, max_edges: int
+) -> tuple[Block, jax.Array]:
+    """The input layer without sampling: real destination ``v`` reads one source row, holding
+    ``num_nodes + v``, the precomputed mean of its neighbours' features, with weight 1. Jittable.
+
+    Sources are ``[dst prefix | mean rows, in the destinations' order | dummy]``. Returns the
+    block and the number of mean rows that did not fit (0 under a worst-case budget).
+    """
+    max_dst = dst.shape[0]
+    max_new = max_src - max_dst - 1
+    real = dst >= 0
+    rank = jnp.cumsum(real, dtype=jnp.int32) - 1
+    fits = real & (rank < min(max_new, max_edges))
+    slot = jnp.where(fits, rank, max_new)
+    new = jnp.full(max_new, -1, jnp.int32).at[slot].set(dst + num_nodes, mode="drop")
+    edge = jnp.where(fits, rank, max_edges)
+    senders = jnp.full(max_edges, max_src - 1, jnp.int32).at[edge].set(max_dst + rank, mode="drop")
+    receivers = (
+        jnp.full(max_edges, max_dst - 1, jnp.int32)
+        .at[edge]
+        .set(jnp.arange(max_dst, dtype=jnp.int32), mode="drop")
+    )
+    weight = jnp.zeros(max_edges, jnp.float32).at[edge].set(1.0, mode="drop")
+    src_nodes = jnp.concatenate([dst, new, jnp.full(1, -1, jnp.int32)])
+    block = Block(src_nodes, senders, receivers, weight, dst_mask=real)
+    return block, jnp.sum(real & ~fits, dtype=jnp.int32)
 
 
 def _propagate(importance, block, dst, topology, fanout):
@@ -164,6 +207,7 @@ def sample_gns_blocks(
     cache_first: tuple[bool, ...],
     weights: str,
     budget: Budget,
+    clip: float = WEIGHT_CLIP,
 ) -> MiniBatch:
     """One GNS mini-batch rooted at ``seeds``; fan-out tuples input layer first. Jittable."""
     num_nodes = topology.num_nodes
@@ -174,13 +218,18 @@ def sample_gns_blocks(
     importance = jnp.where(seeds >= 0, jnp.sum(seeds >= 0) / cache.size, 0.0)
     for layer in reversed(range(len(max_fanouts))):  # output layer first
         lo, hi = min_fanouts[layer], max_fanouts[layer]
+        if layer == 0 and weights == "exact":
+            block, over = exact_input_block(num_nodes, dst, budget.max_src[0], budget.max_edges[0])
+            blocks.append(block)
+            overflow.append(over)
+            break
         if cache_first[layer]:
             nbrs, edge_mask, num_cached, _ = cache_first_layer(keys[layer], cache, dst, lo, hi)
             if layer == 0 and weights == "heuristic":
                 weight = heuristic_weights(importance, edge_mask, hi, num_nodes, topology, cache)
             elif layer == 0:
                 weight = input_weights(
-                    weights, cache, topology, dst, nbrs, edge_mask, num_cached, hi
+                    weights, cache, topology, dst, nbrs, edge_mask, num_cached, hi, clip
                 )
             else:
                 take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
@@ -232,7 +281,8 @@ class GNSSampler:
       cache_size: ``m``, the number of cache draws (the static shapes of the cache).
       input_fanout: ``(min, max)`` of the input layer; default ``(0, 10)``.
       cache_first_upper: make the upper layers cache-first with ``(K, K)``.
-      weights: ``"ht"``, ``"minimum"``, ``"none"`` or ``"heuristic"`` (module docs).
+      weights: the input-layer estimator, one of :data:`WEIGHTS` (module docs).
+      weight_clip: the bound of the ``clipped`` weights' inverse probability.
 
     Attributes ``min_fanouts``, ``max_fanouts`` and ``cache_first`` are per block, input layer
     first (the order of ``MiniBatch.blocks``).
@@ -251,6 +301,7 @@ class GNSSampler:
         input_fanout: tuple[int, int] = (0, 10),
         cache_first_upper: bool = False,
         weights: str = "ht",
+        weight_clip: float = WEIGHT_CLIP,
         device: jax.Device | None = None,
     ):
         self.fanouts = check_fanouts(fanouts, batch_size)
@@ -268,6 +319,8 @@ class GNSSampler:
                 "Horvitz-Thompson weights need an input-layer minimum of 0 "
                 "(top-ups from non-cached neighbours have no inclusion probability)",
             )
+        if not weight_clip > 0:
+            raise ConfigError("weight_clip", f"must be a positive number, got {weight_clip}")
         if int(cache_size) < 1:
             raise ConfigError("cache_size", f"must be a positive integer, got {cache_size}")
         self.input_fanout = (lo, hi)
@@ -275,15 +328,20 @@ class GNSSampler:
         self.max_fanouts = (hi, *widths[1:])
         self.cache_first = (True, *([bool(cache_first_upper)] * (len(widths) - 1)))
         self.weights = weights
+        self.weight_clip = float(weight_clip)
         self.batch_size = int(batch_size)
         self.cache_size = int(cache_size)
         block_widths = tuple(max(a, b) for a, b in zip(self.min_fanouts, self.max_fanouts))
+        # The exact input layer reads one mean row per destination (not bounded by the cache).
+        self.needs_means = weights == "exact"
+        if self.needs_means:
+            block_widths = (1, *block_widths[1:])
         self.budget = gns_budget(
             self.batch_size,
             block_widths,
             graph.num_nodes,
             self.cache_size,
-            input_cache_only=lo == 0,
+            input_cache_only=lo == 0 and not self.needs_means,
         )
         self.topology = DeviceTopology.from_graph(graph, device)
         self.num_nodes = graph.num_nodes
@@ -305,6 +363,7 @@ class GNSSampler:
             cache_first=self.cache_first,
             weights=self.weights,
             budget=budget,
+            clip=self.weight_clip,
         )
         self._jitted[budget] = jax.jit(self._traces.wrap(fn))
         return self._jitted[budget]
