@@ -6,14 +6,19 @@ line; :func:`synthetic` from Python. Host-side NumPy, vectorised.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from gns_jax.data.dataset import Dataset, finish
+from gns_jax.data.dataset import MAX_NODES, Dataset, check_alloc, finish
 from gns_jax.errors import DatasetError
 from gns_jax.graph import from_edges
 
 __all__ = ["parse_synthetic", "synthetic"]
 
+
+# Working memory per generated (directed) edge: the draws, then from_edges's int64 copies and sort.
+_EDGE_BYTES = 64
 
 _SYNTHETIC_DEFAULTS = {
     "nodes": 10_000,
@@ -71,8 +76,21 @@ def synthetic(
     ``w``; with probability ``homophily`` its target is drawn ``∝ w`` within the source's class,
     otherwise ``∝ w`` among all nodes. Features are ``signal * mu_class + N(0, I)`` with class
     means ``mu ~ N(0, I)``. Split: 8 % train, 2 % validation, 90 % test (ogbn-products style).
+    Every class gets a node: should the uniform draw miss one (only on small graphs), the first
+    ``classes`` nodes take the classes in a random order. Raises DatasetError for sizes that are
+    impossible or beyond :func:`~gns_jax.data.dataset.memory_budget`.
     """
+    if not 2 <= classes <= nodes <= MAX_NODES or features < 1 or not 0 < degree < math.inf:
+        raise DatasetError(
+            f"{name}: need 2 <= classes <= nodes <= {MAX_NODES:,}, features >= 1 and a finite "
+            f"degree > 0, got nodes={nodes}, degree={degree}, features={features}, "
+            f"classes={classes}"
+        )
+    check_alloc((nodes, features), 4, name, "the feature matrix")
+    check_alloc((int(nodes * degree), _EDGE_BYTES), 1, name, "the edge arrays (edges x bytes)")
     labels = rng.integers(classes, size=nodes)
+    if np.bincount(labels, minlength=classes).min() == 0:
+        labels[:classes] = rng.permutation(classes)
     weight = rng.pareto(exponent - 1.0, size=nodes) + 1.0
     num_edges = int(round(nodes * degree / 2))
     # Nodes sorted by class so that each class's weights form one contiguous run of the cumsum.
