@@ -1,7 +1,8 @@
 """Seeded synthetic graphs: power-law degrees, class-homophilous edges, noisy class features.
 
 ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]`` on the command
-line; :func:`synthetic` from Python. Host-side NumPy, vectorised.
+line (the four sizes are required; seed, homophily and signal default to 0, 0.8 and 0.5), parsed
+by :func:`parse_synthetic`; :func:`synthetic` from Python. Host-side NumPy, vectorised.
 """
 
 from __future__ import annotations
@@ -20,40 +21,60 @@ __all__ = ["parse_synthetic", "synthetic"]
 # Working memory per generated (directed) edge: the draws, then from_edges's int64 copies and sort.
 _EDGE_BYTES = 64
 
-_SYNTHETIC_DEFAULTS = {
-    "nodes": 10_000,
-    "degree": 10,
-    "features": 32,
-    "classes": 8,
-    "seed": 0,
-    "homophily": 0.8,
-    "signal": 0.5,
-}
+_REQUIRED = ("nodes", "degree", "features", "classes")
+_OPTIONAL = {"seed": 0, "homophily": 0.8, "signal": 0.5}  # the documented defaults
+_FLOATS = ("degree", "homophily", "signal")
 
 
 def parse_synthetic(spec: str) -> dict[str, float]:
-    """Parses ``synthetic:nodes=N,degree=D,...`` into a dict of options (defaults filled in)."""
-    body = spec.split(":", 1)[1] if ":" in spec else ""
-    opts = dict(_SYNTHETIC_DEFAULTS)
+    """Parses ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]``.
+
+    ``nodes``, ``degree``, ``features`` and ``classes`` are required; ``seed`` (default 0),
+    ``homophily`` (0.8) and ``signal`` (0.5) are optional. Returns every option; raises
+    DatasetError naming ``--dataset`` for a missing, unknown, repeated or impossible option.
+    """
+    head, colon, body = spec.partition(":")
+    if head != "synthetic" or not colon:
+        raise DatasetError(f"--dataset {spec}: a synthetic spec starts with 'synthetic:'")
+    opts: dict[str, float] = {}
     for item in filter(None, body.split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in opts:
+        if not sep or key not in (*_REQUIRED, *_OPTIONAL):
             raise DatasetError(
                 f"--dataset {spec}: unknown or malformed option '{item}' "
-                f"(known: {', '.join(_SYNTHETIC_DEFAULTS)})"
+                f"(known: {', '.join((*_REQUIRED, *_OPTIONAL))})"
             )
+        if key in opts:
+            raise DatasetError(f"--dataset {spec}: '{key}' is given twice")
         try:
-            opts[key] = float(value) if key in ("homophily", "signal", "degree") else int(value)
+            opts[key] = float(value) if key in _FLOATS else int(value)
         except ValueError:
             raise DatasetError(
                 f"--dataset {spec}: '{key}' must be a number, got '{value}'"
             ) from None
-    if opts["nodes"] < 2 or opts["features"] < 1 or opts["classes"] < 2 or opts["degree"] <= 0:
+        if key in _FLOATS and not math.isfinite(opts[key]):
+            raise DatasetError(f"--dataset {spec}: '{key}' must be finite, got '{value}'")
+    missing = [k for k in _REQUIRED if k not in opts]
+    if missing:
         raise DatasetError(
-            f"--dataset {spec}: need nodes >= 2, degree > 0, features >= 1, classes >= 2"
+            f"--dataset {spec}: missing {', '.join(missing)} (a synthetic spec needs nodes, "
+            "degree, features and classes; seed=0, homophily=0.8 and signal=0.5 are optional)"
         )
+    opts = _OPTIONAL | opts
+    if not 2 <= opts["nodes"] <= MAX_NODES or opts["features"] < 1 or opts["degree"] <= 0:
+        raise DatasetError(
+            f"--dataset {spec}: need 2 <= nodes <= {MAX_NODES:,}, degree > 0, features >= 1"
+        )
+    if not 2 <= opts["classes"] <= opts["nodes"]:
+        raise DatasetError(f"--dataset {spec}: need 2 <= classes <= nodes")
     if not 0 <= opts["homophily"] <= 1:
         raise DatasetError(f"--dataset {spec}: homophily must lie in [0, 1]")
+    if opts["seed"] < 0:
+        raise DatasetError(f"--dataset {spec}: seed must be >= 0, got {opts['seed']}")
+    where = f"--dataset {spec}"
+    check_alloc((opts["nodes"], opts["features"]), 4, where, "the feature matrix")
+    edges = int(opts["nodes"] * opts["degree"])
+    check_alloc((edges, _EDGE_BYTES), 1, where, "the edge arrays (edges x bytes)")
     return opts
 
 
