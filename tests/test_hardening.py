@@ -4,21 +4,80 @@ or silently wrong data. Crafted files are made in ``tmp_path``; loads that could
 interpreter (out-of-range sparse indices) run in a subprocess."""
 
 import dataclasses
+import io
+import json
 import os
+import pickle
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from gns_jax.data import load_dataset, parse_synthetic, synthetic
+from gns_jax.data.formats import restricted_unpickle
 from gns_jax.data.ondisk import save_dataset
 from gns_jax.errors import DatasetError, GraphError
 from gns_jax.graph import from_edges
 
 ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+# Loads each path given on stdin (a JSON list) and prints one JSON line per load: the outcome, the
+# message, and any warnings. A crash (a segfault) ends the process early: the caller sees it.
+CHILD = r"""
+import json, sys, warnings
+from gns_jax.data import load_dataset
+from gns_jax.errors import GnsJaxError
+for spec in json.loads(sys.stdin.read()):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            ds = load_dataset(spec)
+            ds.validate()
+            out = {"outcome": "dataset", "nodes": ds.num_nodes, "classes": int(ds.num_classes)}
+        except GnsJaxError as e:
+            out = {"outcome": "error", "message": str(e)}
+        except Exception as e:
+            out = {"outcome": "other", "message": f"{type(e).__name__}: {e}"}
+    out["spec"], out["warnings"] = spec, [str(w.message) for w in caught]
+    print(json.dumps(out), flush=True)
+"""
+
+
+def load_in_child(paths, timeout: float = 120) -> list[dict]:
+    """Loads every path in one fresh interpreter; fails on a crash, a timeout or a warning."""
+    paths = [str(p) for p in paths]
+    run = subprocess.run(
+        [sys.executable, "-c", CHILD],
+        input=json.dumps(paths),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=ENV,
+        cwd=ROOT,
+    )
+    results = [json.loads(line) for line in run.stdout.splitlines()]
+    crashed = paths[len(results)] if len(results) < len(paths) else None
+    assert run.returncode == 0, f"exit {run.returncode} loading {crashed}: {run.stderr[-3000:]}"
+    assert len(results) == len(paths)
+    for r in results:
+        assert r["outcome"] in ("dataset", "error"), r
+        assert not r["warnings"], r
+        assert r["outcome"] == "dataset" or "\n" not in r["message"], r
+    return results
+
+
+def errors_in_child(paths) -> list[str]:
+    """The error message of each load, all of which must fail with a GnsJaxError."""
+    results = load_in_child(paths)
+    assert [r["outcome"] for r in results] == ["error"] * len(paths), results
+    return [r["message"] for r in results]
 
 
 def small_synthetic(nodes=200):
@@ -117,3 +176,339 @@ def test_validate_refuses_a_directed_graph_and_an_empty_class():
         dataclasses.replace(ds, graph=directed).validate("where")
     with pytest.raises(DatasetError, match=r"contiguous 0\.\.3 .* 1 classes have no .*\(3\)"):
         dataclasses.replace(ds, num_classes=4).validate()
+
+
+# --- Planetoid ---------------------------------------------------------------------------------
+
+
+def planetoid_copy(tmp_path: Path, tag: str) -> Path:
+    folder = tmp_path / tag
+    shutil.copytree(DATA / "cora", folder, ignore=shutil.ignore_patterns("SOURCE.md"))
+    return folder
+
+
+def repickle(path: Path, mutate) -> None:
+    """Rewrites one Planetoid pickle after ``mutate`` changes (or replaces) its object."""
+    obj = restricted_unpickle(path)
+    changed = mutate(obj)
+    obj = obj if changed is None else changed
+    path.write_bytes(pickle.dumps(obj, protocol=4))
+
+
+def test_planetoid_feature_column_ids_out_of_range_are_refused(tmp_path):
+    # The issue's figures: 2^31-1 crashed (exit 139), 10^8 wrote into other memory, 1440 and -1
+    # (cora has 1433 columns) changed another row's features without a word.
+    values = [2**31 - 1, 10**8, 1440, -1]
+    folders = []
+    for v in values:
+        folder = planetoid_copy(tmp_path, f"cora_{v}")
+        repickle(folder / "ind.cora.allx", lambda m, v=v: m.indices.__setitem__(5, v))
+        folders.append(folder)
+    for v, folder, message in zip(values, folders, errors_in_child(folders)):
+        assert message.startswith(f"{folder / 'ind.cora.allx'}: feature matrix: column id {v} ")
+        assert "outside [0, 1433)" in message
+
+
+def test_planetoid_column_id_crash_exits_2_on_the_command_line(tmp_path):
+    folder = planetoid_copy(tmp_path, "cora")
+    repickle(folder / "ind.cora.tx", lambda m: m.indices.__setitem__(0, 2**31 - 1))
+    assert_clean_exit(cli_train(str(folder)), "ind.cora.tx: feature matrix: column id 2147483647")
+
+
+def _set(name, value):
+    return lambda m: m.__dict__.__setitem__(name, value)
+
+
+@pytest.mark.parametrize(
+    "part, mutate, message",
+    [
+        ("allx", _set("indptr", np.array([0, 5, 3], np.int32)), "indptr has 3 entries for 1708"),
+        ("x", _set("_shape", (140, 10**12)), "shape must be two integers"),
+        ("x", _set("_shape", "big"), "shape must be two integers"),
+        ("x", _set("indices", [1, 2]), "indptr and indices must be 1-D integer arrays"),
+        ("x", lambda m: np.arange(3), "expected a feature matrix, got int64 array of shape (3,)"),
+        ("y", lambda y: y * 2, "ind.cora.y: not a one-hot label matrix"),
+        ("ty", lambda y: y[:, :5], "y, ty and ally have different widths (7, 5, 7 classes)"),
+        ("tx", lambda m: m[:, :100], "x, tx and allx have different widths (1433, 100, 1433"),
+    ],
+)
+def test_planetoid_malformed_parts_name_the_file(tmp_path, part, mutate, message):
+    folder = planetoid_copy(tmp_path, "cora")
+    repickle(folder / f"ind.cora.{part}", mutate)
+    with pytest.raises(DatasetError, match=str(folder).replace("\\", "\\\\")) as info:
+        load_dataset(str(folder))
+    assert message in str(info.value)
+
+
+def test_planetoid_indptr_not_monotone(tmp_path):
+    folder = planetoid_copy(tmp_path, "cora")
+
+    def mutate(m):
+        m.indptr[10] = m.indptr[12]  # row 10 ends after row 11 starts
+
+    repickle(folder / "ind.cora.allx", mutate)
+    with pytest.raises(DatasetError, match=r"ind\.cora\.allx: feature matrix: indptr decreases"):
+        load_dataset(str(folder))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda ids: ids[:-1] + ["1000000000"], r"test ids span 999,998,293 ids for 1000 rows"),
+        (lambda ids: ids[:-1] + [ids[0]], r"repeated test id"),
+        (lambda ids: [str(int(i) + 5) for i in ids], r"must start right after the 1708 allx"),
+        (lambda ids: ids[:-1] + ["99999999999999999999999"], r"not a list of integer node ids"),
+    ],
+)
+def test_planetoid_test_index_is_checked(tmp_path, edit, message):
+    folder = planetoid_copy(tmp_path, "cora")
+    index = folder / "ind.cora.test.index"
+    index.write_text("\n".join(edit(index.read_text().split())) + "\n")
+    with pytest.raises(DatasetError, match=rf"ind\.cora\.test\.index: .*{message}"):
+        load_dataset(str(folder))
+
+
+def test_planetoid_refuses_reconstruct_of_a_huge_array(tmp_path):
+    # _reconstruct(ndarray, (2^40,), b'b') would allocate a terabyte before any check.
+    folder = planetoid_copy(tmp_path, "cora")
+    crafted = (
+        b"\x80\x02cnumpy.core.multiarray\n_reconstruct\nq\x00cnumpy\nndarray\nq\x01"
+        b"\x8a\x06\x00\x00\x00\x00\x00\x01\x85C\x01b\x87R."
+    )
+    (folder / "ind.cora.ty").write_bytes(crafted)
+    with pytest.raises(DatasetError, match=r"ind\.cora\.ty: .*refusing _reconstruct"):
+        load_dataset(str(folder))
+
+
+# --- gnn-benchmark .npz ------------------------------------------------------------------------
+
+
+def gnn_benchmark_arrays(n: int = 120, classes: int = 2) -> dict:
+    """A small gnn-benchmark layout: a directed adjacency (each edge stored once), sparse counts."""
+    rng = np.random.default_rng(0)
+    src = np.concatenate([np.arange(n), rng.integers(0, n, 2 * n)])
+    dst = np.concatenate([(np.arange(n) + 1) % n, rng.integers(0, n, 2 * n)])
+    adj = sp.csr_matrix((np.ones(src.size, np.float32), (src, dst)), shape=(n, n))
+    adj.sum_duplicates()
+    attr = sp.csr_matrix((rng.random((n, 6)) < 0.3) * rng.integers(1, 4, (n, 6)), dtype=np.float32)
+    return dict(
+        adj_data=adj.data,
+        adj_indices=adj.indices,
+        adj_indptr=adj.indptr,
+        adj_shape=np.array(adj.shape),
+        attr_data=attr.data,
+        attr_indices=attr.indices,
+        attr_indptr=attr.indptr,
+        attr_shape=np.array(attr.shape),
+        labels=np.arange(n) % classes,
+    )
+
+
+def write_gnn_benchmark(path: Path, **changes) -> Path:
+    arrays = gnn_benchmark_arrays()
+    for key, change in changes.items():
+        arrays[key] = change(arrays[key].copy()) if callable(change) else change
+    np.savez(path, **arrays)
+    return path
+
+
+def test_gnn_benchmark_directed_adjacency_is_symmetrised(tmp_path):
+    arrays = gnn_benchmark_arrays()
+    ds = load_dataset(str(write_gnn_benchmark(tmp_path / "g.npz")))
+    ds.graph.check_undirected()
+    adj = sp.csr_matrix(
+        (arrays["adj_data"], arrays["adj_indices"], arrays["adj_indptr"]), shape=(120, 120)
+    )
+    both = ((adj + adj.T) > 0).astype(np.int8).tolil()
+    both.setdiag(0)
+    both = both.tocsr()
+    np.testing.assert_array_equal(ds.graph.indptr, both.indptr)
+    np.testing.assert_array_equal(ds.graph.indices, both.indices)
+    np.testing.assert_array_equal(
+        ds.features,
+        sp.csr_matrix(
+            (arrays["attr_data"], arrays["attr_indices"], arrays["attr_indptr"]), shape=(120, 6)
+        ).toarray(),
+    )
+
+
+def _entry(key, index, value):
+    def change(a):
+        a[index] = value
+        return a
+
+    return {key: change}
+
+
+def test_gnn_benchmark_sparse_ids_out_of_range_are_refused(tmp_path):
+    cases = [
+        (_entry("attr_indices", 3, 2**31 - 1), "sparse matrix 'attr': column id 2147483647"),
+        (_entry("attr_indices", 3, 10**8), "sparse matrix 'attr': column id 100000000"),
+        (_entry("attr_indices", 3, 6), "sparse matrix 'attr': column id 6 (entry 3) outside"),
+        (_entry("attr_indices", 3, -1), "sparse matrix 'attr': column id -1 (entry 3) outside"),
+        (_entry("adj_indices", 0, 120), "sparse matrix 'adj': column id 120 (entry 0) outside"),
+        (_entry("adj_indices", 0, -5), "sparse matrix 'adj': column id -5 (entry 0) outside"),
+        (_entry("adj_indptr", 7, 0), "sparse matrix 'adj': indptr decreases after row 6"),
+        ({"attr_indptr": lambda a: a[:-1]}, "'attr': indptr has 120 entries for 120 rows"),
+        ({"attr_shape": np.array([120, 2_000_000_000])}, "over the bound"),
+        ({"attr_shape": np.array([120, 2**40])}, "'attr': shape must be two integers"),
+        ({"adj_shape": np.array([120.0, 120.0])}, "'adj': shape must be two integers"),
+        ({"adj_shape": np.array([120, 121])}, "adjacency matrix is not square: (120, 121)"),
+        ({"labels": lambda a: a[:-1]}, "labels must have shape [120], got (119,)"),
+    ]
+    paths = [write_gnn_benchmark(tmp_path / f"g{i}.npz", **c) for i, (c, _) in enumerate(cases)]
+    for path, (_, fragment), message in zip(paths, cases, errors_in_child(paths)):
+        assert message.startswith(f"{path}: ") and fragment in message, (fragment, message)
+
+
+@pytest.mark.parametrize(
+    "labels, message",
+    [
+        (np.where(np.arange(120) == 7, 5, np.arange(120) % 2), r"3 classes have no .* \(2, 3, 4\)"),
+        (np.where(np.arange(120) == 7, 2**31 - 1, np.arange(120) % 2), "class id 2147483647 at"),
+        (np.arange(120) % 3, "class 0 has 40 labelled nodes in the largest connected component"),
+        (np.arange(120) % 2 - 1, r"labels out of range: found -1 at node 0"),
+        (np.arange(120) % 2 * 1.0, r"labels must be a 1-D integer array"),
+    ],
+)
+def test_gnn_benchmark_labels_are_checked_naming_the_file(tmp_path, labels, message):
+    path = write_gnn_benchmark(tmp_path / "photo.npz", labels=labels)
+    with pytest.raises(DatasetError, match=rf"^{path}: .*{message}"):
+        load_dataset(str(path))
+
+
+def npz_with_member(path: Path, arrays: dict, name: str, raw: bytes) -> Path:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    with zipfile.ZipFile(buf, "a") as zf:
+        zf.writestr(name, raw)
+    path.write_bytes(buf.getvalue())
+    return path
+
+
+def npy_header(shape, descr="<i8") -> bytes:
+    buf = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buf, header)
+    return buf.getvalue()
+
+
+def test_npz_members_are_checked_before_allocation(tmp_path):
+    arrays = gnn_benchmark_arrays()
+    labels = arrays.pop("labels")
+    huge = npz_with_member(
+        tmp_path / "huge.npz", arrays, "labels.npy", npy_header((10**12,)) + labels.tobytes()
+    )
+    with pytest.raises(
+        DatasetError,
+        match=r"'labels' declares shape \(1000000000000,\) .*"
+        r"but holds 960 bytes",
+    ):
+        load_dataset(str(huge))
+    short = npz_with_member(
+        tmp_path / "short.npz", arrays, "labels.npy", npy_header((120,)) + labels[:60].tobytes()
+    )
+    with pytest.raises(DatasetError, match=r"short\.npz: array 'labels' .*truncated or corrupt"):
+        load_dataset(str(short))
+    objects = npz_with_member(
+        tmp_path / "objects.npz", arrays, "labels.npy", npy_header((2,), "|O") + b"\x80\x04N."
+    )
+    with pytest.raises(DatasetError, match=r"objects\.npz: array 'labels' holds Python objects"):
+        load_dataset(str(objects))
+    # The same bound inside a .zip holding the .npz (the shipped Amazon/Coauthor layout)
+    outer = tmp_path / "outer.zip"
+    with zipfile.ZipFile(outer, "w") as zf:
+        zf.writestr("inner.npz", huge.read_bytes())
+    with pytest.raises(DatasetError, match=r"outer\.zip:inner\.npz: array 'labels' declares"):
+        load_dataset(str(outer))
+
+
+# --- Tolokers-style .npz -----------------------------------------------------------------------
+
+
+def test_tolokers_label_outside_the_classes_is_refused(tmp_path):
+    from tests.test_datasets import write_npz
+
+    labels = np.arange(20) % 2
+    labels[3] = 5  # trained 6 classes before
+    path = write_npz(tmp_path / "tolokers.npz", node_labels=labels)
+    message = errors_in_child([path])[0]
+    assert message.startswith(f"{path}: ") and "classes have no labelled node (2, 3, 4)" in message
+    assert_clean_exit(cli_train(path), "tolokers.npz: class ids must be contiguous 0..5")
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (dict(node_labels=np.array(3)), "node_labels must be 1-D"),
+        (dict(train_masks=(np.arange(20) < 8)[None] * 2), "'train_masks' must hold booleans"),
+        (dict(node_features=np.array([["a"] * 3] * 20)), "node_features must be a numeric"),
+        (dict(edges=np.array([[0, 1, 2]])), "edges must have shape [E, 2]"),
+        (dict(node_features=np.full((20, 3), 1e39)), "NaN or infinite"),
+    ],
+)
+def test_tolokers_malformed_arrays(tmp_path, overrides, message):
+    from tests.test_datasets import write_npz
+
+    path = write_npz(tmp_path / "t.npz", **overrides)
+    with pytest.raises(DatasetError, match=rf"^{path}: ") as info:
+        load_dataset(path)
+    assert message in str(info.value)
+
+
+# --- MUSAE csv + json --------------------------------------------------------------------------
+
+
+def facebook_folder(root: Path, n: int = 120) -> Path:
+    root.mkdir()
+    rng = np.random.default_rng(0)
+    edges = "".join(f"{i},{(i + 1) % n}\n" for i in range(n))
+    (root / "facebook_edges.csv").write_text("id_1,id_2\n" + edges)
+    kinds = ("company", "politician")
+    rows = "".join(f"{i},{1000 + i},page {i},{kinds[i % 2]}\n" for i in range(n))
+    (root / "facebook_target.csv").write_text("id,facebook_id,page_name,page_type\n" + rows)
+    feats = {str(i): sorted(rng.choice(20, 3, replace=False).tolist()) for i in range(n)}
+    (root / "facebook.json").write_text(json.dumps(feats))
+    return root
+
+
+def test_facebook_small_folder_loads(tmp_path):
+    ds = load_dataset(str(facebook_folder(tmp_path / "fb")))
+    assert (ds.num_nodes, ds.num_classes, ds.graph.num_edges) == (120, 2, 240)
+    assert ds.features.sum() == 360
+
+
+def test_facebook_target_cut_mid_row(tmp_path):
+    folder = facebook_folder(tmp_path / "fb")
+    target = folder / "facebook_target.csv"
+    text = target.read_text()
+    target.write_text(text[: text.index("57,1057,") + len("57,1057,page")])
+    assert_clean_exit(
+        cli_train(str(folder)), f"{target}: line 59 has 3 fields, the header 4 (a truncated"
+    )
+
+
+@pytest.mark.parametrize(
+    "feats, message",
+    [
+        ({"0": [1.5]}, "node 0: expected a list of non-negative integer feature ids"),
+        ({"0": [-1]}, "node 0: expected a list of non-negative integer feature ids"),
+        ({"0": [2**70]}, "feature id 1180591620717411303424 out of range"),
+        ({"0": [2_000_000_000]}, "the dense feature matrix of shape (120, 2000000001)"),
+        ({"500": [1]}, "node id 500 outside [0, 120)"),
+        ({"x": [1]}, "node id 'x' is not an integer"),
+        ([[1]], "expected {node id: [feature ids]}, got [[1]]"),
+    ],
+)
+def test_facebook_features_json_is_checked(tmp_path, feats, message):
+    folder = facebook_folder(tmp_path / "fb")
+    (folder / "facebook.json").write_text(json.dumps(feats))
+    with pytest.raises(DatasetError, match=r"facebook\.json: ") as info:
+        load_dataset(str(folder))
+    assert message in str(info.value)
+
+
+def test_facebook_class_too_small_names_the_target_file(tmp_path):
+    folder = facebook_folder(tmp_path / "fb", n=80)
+    with pytest.raises(DatasetError, match=r"facebook_target\.csv: class 0 has 40 labelled"):
+        load_dataset(str(folder))

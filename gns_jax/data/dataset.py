@@ -160,6 +160,8 @@ class Dataset:
             raise DatasetError(
                 f"{where}: features must be floating point, got {self.features.dtype}"
             )
+        if self.features.shape[1] < 1:
+            raise DatasetError(f"{where}: features have no columns")
         # In row chunks: a memory-mapped feature matrix is streamed, never loaded whole.
         step = max(1, (1 << 26) // max(1, self.features.shape[1]))
         for start in range(0, n, step):
@@ -240,10 +242,12 @@ def finish(
             f"{name}: labels must lie in [0, {num_classes}), found {int(labels.max())} at node "
             f"{int(np.argmax(labels))}"
         )
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: found just below
+        features = np.ascontiguousarray(features, dtype=np.float32)
     return Dataset(
         name=name,
         graph=graph,
-        features=np.ascontiguousarray(features, dtype=np.float32),
+        features=features,
         labels=labels.astype(np.int32),
         num_classes=num_classes,
         train_idx=np.asarray(splits[0], dtype=np.int32),
