@@ -512,3 +512,221 @@ def test_facebook_class_too_small_names_the_target_file(tmp_path):
     folder = facebook_folder(tmp_path / "fb", n=80)
     with pytest.raises(DatasetError, match=r"facebook_target\.csv: class 0 has 40 labelled"):
         load_dataset(str(folder))
+
+
+# --- saved folders (gns-jax save) --------------------------------------------------------------
+
+
+@pytest.fixture
+def saved(tmp_path) -> Path:
+    """A small saved folder whose dataset is named after its generating spec."""
+    folder = tmp_path / "saved"
+    save_dataset(load_dataset("synthetic:nodes=200,degree=5,features=8,classes=3"), folder)
+    return folder
+
+
+def edit_meta(folder: Path, change) -> None:
+    path = folder / "meta.json"
+    meta = json.loads(path.read_text())
+    meta = change(meta) if callable(change) else change
+    path.write_text(json.dumps(meta))
+
+
+def test_meta_json_missing_a_key_or_not_an_object(saved):
+    meta = saved / "meta.json"
+    original = meta.read_text()
+    edit_meta(saved, lambda m: {k: v for k, v in m.items() if k != "num_nodes"})
+    assert_clean_exit(
+        cli_train(str(saved)), f"{meta}: 'num_nodes' must be a non-negative integer, got nothing"
+    )
+    for change, message in (
+        ([1, 2], "must be a JSON object, got list"),
+        (lambda m: {k: v for k, v in m.items() if k != "num_features"}, "got nothing (missing)"),
+        (lambda m: m | {"num_edges": "12"}, "'num_edges' must be a non-negative integer, got '12'"),
+        (lambda m: m | {"num_classes": -3}, "'num_classes' must be a non-negative integer, got -3"),
+        (lambda m: m | {"feature_dtype": "int8"}, "'feature_dtype' must be float32 or float16"),
+        (lambda m: m | {"num_nodes": 2**40}, "num_nodes=1099511627776 exceeds"),
+        (lambda m: m | {"name": 3}, "'name' must be a string"),
+    ):
+        meta.write_text(original)
+        edit_meta(saved, change)
+        with pytest.raises(DatasetError, match=f"^{meta}: ") as info:
+            load_dataset(str(saved))
+        assert message in str(info.value)
+
+
+def test_saved_features_narrower_than_meta_says(saved):
+    x = np.load(saved / "features.npy")
+    np.save(saved / "features.npy", np.ascontiguousarray(x[:, :5]))
+    with pytest.raises(DatasetError, match=r"features\.npy: expected float32 of shape \[200, 8\]"):
+        load_dataset(str(saved))
+
+
+@pytest.mark.parametrize(
+    "name, array, message",
+    [
+        ("features", np.zeros((200, 8), np.float64), r"features\.npy: expected float32"),
+        ("features", np.asfortranarray(np.ones((200, 8), np.float32)), "Fortran order"),
+        ("labels", np.zeros((200, 1), np.int32), r"labels\.npy: expected int32 of shape \[200\]"),
+        ("labels", np.zeros(200, np.int64), r"labels\.npy: expected int32"),
+        ("indptr", np.zeros(201, np.int32), r"indptr\.npy: expected int64 of shape \[201\]"),
+        ("train_idx", np.zeros((2, 2), np.int32), r"train_idx\.npy: expected int32 of shape"),
+        ("indices", np.zeros(3, np.int32), r"indices\.npy: expected int32 of shape \["),
+    ],
+)
+def test_saved_arrays_of_the_wrong_dtype_or_shape(saved, name, array, message):
+    np.save(saved / f"{name}.npy", array)
+    with pytest.raises(DatasetError, match=message):
+        load_dataset(str(saved))
+
+
+def test_saved_npy_header_declaring_more_than_the_file_holds(saved):
+    raw = npy_header((10**12,), "<i4") + np.zeros(200, np.int32).tobytes()
+    (saved / "labels.npy").write_bytes(raw)
+    with pytest.raises(DatasetError, match=r"labels\.npy: not a readable \.npy array"):
+        load_dataset(str(saved))
+
+
+def test_saved_errors_name_the_folder_not_the_spec(saved):
+    x = np.load(saved / "features.npy", mmap_mode="r+")
+    x[17, 2] = np.inf
+    x.flush()
+    del x
+    with pytest.raises(DatasetError) as info:
+        load_dataset(str(saved))
+    assert str(info.value).startswith(f"{saved}: features contain NaN or infinite values")
+    assert "synthetic:" not in str(info.value)
+
+
+def test_saved_num_classes_beyond_the_labels(saved):
+    edit_meta(saved, lambda m: m | {"num_classes": 2**31 - 1})  # would ask the device for GiBs
+    with pytest.raises(DatasetError, match=rf"^{saved}: 2147483647 classes but only 200 labelled"):
+        load_dataset(str(saved))
+    edit_meta(saved, lambda m: m | {"num_classes": 5})
+    with pytest.raises(DatasetError, match=r"2 classes have no labelled node \(3, 4\)"):
+        load_dataset(str(saved))
+
+
+def test_saved_directed_graph_is_refused(saved):
+    indptr, indices = np.load(saved / "indptr.npy"), np.load(saved / "indices.npy")
+    senders = indices
+    receivers = np.repeat(np.arange(200), np.diff(indptr))
+    keep = senders < receivers  # one direction of every edge
+    graph = from_edges(senders[keep], receivers[keep], 200, symmetrize=False)
+    np.save(saved / "indptr.npy", graph.indptr)
+    np.save(saved / "indices.npy", graph.indices)
+    edit_meta(saved, lambda m: m | {"num_edges": graph.num_edges})
+    assert_clean_exit(cli_train(str(saved)), f"{saved}: not undirected: edge ")
+
+
+def test_interrupted_save_is_reported_as_incomplete(tmp_path, monkeypatch):
+    import gns_jax.data.ondisk as ondisk
+
+    real_save = np.save
+
+    def interrupted(path, array):
+        if Path(path).name == "val_idx.npy":
+            raise KeyboardInterrupt
+        real_save(path, array)
+
+    monkeypatch.setattr(ondisk.np, "save", interrupted)
+    folder = tmp_path / "partial"
+    with pytest.raises(KeyboardInterrupt):
+        save_dataset(small_synthetic(), folder)
+    monkeypatch.undo()
+    assert not (folder / "meta.json").exists() and (folder / "features.npy").exists()
+    with pytest.raises(DatasetError, match=rf"^{folder}: incomplete save \(interrupted\?\): "):
+        load_dataset(str(folder))
+    # meta.json is the last file written, and never half-written: a temporary name is renamed.
+    complete = tmp_path / "complete"
+    save_dataset(small_synthetic(), complete)
+    names = sorted(p.name for p in complete.iterdir())
+    assert "meta.json" in names and not any(n.endswith(".tmp") for n in names)
+    newest = max(complete.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+    assert newest.name == "meta.json"
+
+
+def test_save_onto_an_existing_file(tmp_path):
+    target = tmp_path / "taken.txt"
+    target.write_text("keep me\n")
+    with pytest.raises(DatasetError, match=rf"^{target}: exists and is not a folder"):
+        save_dataset(small_synthetic(), target)
+    assert target.read_text() == "keep me\n"
+    run = subprocess.run(
+        [sys.executable, "-m", "gns_jax", "save", "--quiet", "--out", str(target)]
+        + ["--dataset", "synthetic:nodes=200,degree=5,features=8,classes=3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        cwd=ROOT,
+    )
+    assert_clean_exit(run, f"{target}: exists and is not a folder")
+    with pytest.raises(DatasetError, match=r"taken\.txt/sub: cannot write the dataset"):
+        save_dataset(small_synthetic(), target / "sub")
+
+
+# --- OGB node-property layout ------------------------------------------------------------------
+
+
+def ogb_dir(root: Path, fmt: str = "csv") -> Path:
+    from tests.test_ondisk import _ogb_dir
+
+    return _ogb_dir(small_synthetic(), root, fmt)
+
+
+def test_ogb_label_beyond_the_classes_is_refused(tmp_path):
+    root = ogb_dir(tmp_path / "ogbn-small")
+    label = root / "raw" / "node-label.csv"
+    lines = label.read_text().splitlines()
+    lines[9] = "100000"  # gave 100001 classes and validation accuracy 0
+    label.write_text("\n".join(lines) + "\n")
+    assert_clean_exit(cli_train(str(root)), f"{label}: class id 100000 at node 9 with only 200")
+    lines[9] = "5"
+    label.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError, match=r"node-label\.csv: .*2 classes have no labelled node"):
+        load_dataset(str(root))
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("0,1\n2\n3,4,5\n", r"line 2 has 1 fields, line 1 has 2 \(rows of unequal length\)"),
+        ("0,1\n2,3\n\n", r"line 3 has 1 fields, line 1 has 2"),
+        ("0,1\n2,nan\n", r"expected integers, found NaN or infinite values"),
+        ("0,1\n2,inf\n", r"expected integers, found NaN or infinite values"),
+        ("0,1\n2,1e300\n", r"integer 1000000000000000052504760255204420248704468581108159154915"),
+        ("0,1\n2,,\n", r"line 2 has 3 fields"),
+        ("0,1\n2,x\n", r"not a comma-separated numeric table"),
+    ],
+)
+def test_ogb_edge_tables_are_parsed_strictly(tmp_path, text, message):
+    root = ogb_dir(tmp_path / "o")
+    (root / "raw" / "edge.csv").write_text(text)
+    with pytest.raises(DatasetError, match=rf"edge\.csv: {message}"):
+        load_dataset(str(root))
+
+
+def test_ogb_npy_tables_are_checked(tmp_path):
+    root = ogb_dir(tmp_path / "o", "npy")
+    np.save(root / "raw" / "edge.npy", np.array([[0, 1], [2, 3]], np.float64) + 0.5)
+    with pytest.raises(DatasetError, match=r"edge\.npy: expected integers, found fractional"):
+        load_dataset(str(root))
+    np.save(root / "raw" / "edge.npy", np.array([["a", "b"]]))
+    with pytest.raises(DatasetError, match=r"edge\.npy: expected a numeric array, got <U1"):
+        load_dataset(str(root))
+    np.save(root / "raw" / "num-node-list.npy", np.zeros(0, np.int64))
+    with pytest.raises(DatasetError, match=r"num-node-list\.npy: says \[\] nodes"):
+        load_dataset(str(root))
+
+
+def test_ogb_gz_bomb_is_bounded(tmp_path, monkeypatch):
+    import gzip
+
+    import gns_jax.data.ondisk as ondisk
+
+    root = ogb_dir(tmp_path / "o", "csv.gz")
+    (root / "raw" / "edge.csv.gz").write_bytes(gzip.compress(b"0,1\n" * 300_000))
+    monkeypatch.setattr(ondisk, "memory_budget", lambda: 1 << 20)  # 1 MiB for this test
+    with pytest.raises(DatasetError, match=r"edge\.csv\.gz: more than 0\.0 GiB of text"):
+        ondisk.read_ogb(root)
