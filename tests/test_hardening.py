@@ -572,6 +572,7 @@ def test_saved_features_narrower_than_meta_says(saved):
         ("indptr", np.zeros(201, np.int32), r"indptr\.npy: expected int64 of shape \[201\]"),
         ("train_idx", np.zeros((2, 2), np.int32), r"train_idx\.npy: expected int32 of shape"),
         ("indices", np.zeros(3, np.int32), r"indices\.npy: expected int32 of shape \["),
+        ("labels", np.full(200, None), r"labels\.npy: the array holds Python objects"),
     ],
 )
 def test_saved_arrays_of_the_wrong_dtype_or_shape(saved, name, array, message):

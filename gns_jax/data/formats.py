@@ -53,6 +53,7 @@ from gns_jax.graph import from_edges
 
 __all__ = [
     "checked_csr",
+    "npy_header",
     "open_npz",
     "planetoid_name",
     "read_facebook",
@@ -413,6 +414,24 @@ def open_npz(path: Path) -> tuple[dict[str, np.ndarray], str]:
         raise DatasetError(f"{path}: truncated or corrupt .npz ({type(e).__name__}: {e})") from None
 
 
+def npy_header(f, where: str, what: str = "the array") -> tuple[tuple[int, ...], np.dtype]:
+    """Reads a ``.npy`` header from ``f`` (left just after it): the shape and dtype. Refuses
+    object dtypes (pickles), negative dimensions and unknown versions; raises DatasetError
+    ``"{where}: {what} ..."``."""
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise DatasetError(f"{where}: {what} has an unsupported .npy version {version}")
+    if dtype.hasobject:
+        raise DatasetError(f"{where}: {what} holds Python objects (not read: no pickles)")
+    if any(d < 0 for d in shape):
+        raise DatasetError(f"{where}: {what} declares a negative shape {shape}")
+    return shape, dtype
+
+
 def _npz_arrays(zf: zipfile.ZipFile, where: str) -> dict[str, np.ndarray]:
     arrays = {}
     for info in zf.infolist():
@@ -420,18 +439,8 @@ def _npz_arrays(zf: zipfile.ZipFile, where: str) -> dict[str, np.ndarray]:
         if key in _UNUSED:
             continue
         with zf.open(info) as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-            else:
-                raise DatasetError(f"{where}: array '{key}': unsupported .npy version {version}")
+            shape, dtype = npy_header(f, where, f"array '{key}'")
             header = f.tell()
-        if dtype.hasobject:
-            raise DatasetError(f"{where}: array '{key}' holds Python objects (not read: no pickles)")
-        if any(d < 0 for d in shape):
-            raise DatasetError(f"{where}: array '{key}' declares a negative shape {shape}")
         nbytes = math.prod(shape) * dtype.itemsize
         if header + nbytes != info.file_size:
             raise DatasetError(

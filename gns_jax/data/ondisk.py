@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from gns_jax.data.dataset import MAX_NODES, Dataset, class_count, memory_budget
+from gns_jax.data.formats import npy_header
 from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph, from_edges
 
@@ -124,16 +125,15 @@ def _write(ds: Dataset, folder: Path, feature_dtype: str) -> None:
 def _load_npy(path: Path, mmap: bool = True) -> np.ndarray:
     """A ``.npy`` file, memory-mapped (or, with ``mmap=False``, copied into memory).
 
-    It is always mapped first, so a header that declares more data than the file holds is an
-    error and never a huge allocation.
+    Its header is checked first (no object dtypes), and it is always mapped before any copy, so
+    a header that declares more data than the file holds is an error, never a huge allocation.
     """
     if not path.is_file():
         raise DatasetError(f"{path}: missing")
     try:
+        with open(path, "rb") as f:
+            npy_header(f, str(path))
         array = np.load(path, mmap_mode="r", allow_pickle=False)
-        if not isinstance(array, np.ndarray):  # an .npz archive under a .npy name
-            array.close()
-            raise DatasetError(f"{path}: not a .npy array")
         return array if mmap else np.array(array)
     except (ValueError, OSError, EOFError, OverflowError) as e:
         raise DatasetError(f"{path}: not a readable .npy array ({e})") from None
