@@ -1,14 +1,24 @@
 """Exceptions for bad input. Host-side; no JAX.
 
 Every error raised for bad user input derives from :class:`GnsJaxError`, so the command line can
-print one clear message (naming the file or option) and exit non-zero without a traceback.
+print one clear, one-line message (naming the file or option) and exit non-zero without a
+traceback.
 """
 
 __all__ = ["ConfigError", "DatasetError", "GnsJaxError", "GraphError"]
 
 
 class GnsJaxError(ValueError):
-    """Bad input: a file, a dataset or an option. The message says which and what is wrong."""
+    """Bad input: a file, a dataset or an option. The message says which and what is wrong.
+
+    The message is kept to one line: line breaks in it (from a quoted library error, say) become
+    spaces, so the command line's ``gns-jax: error: ...`` is always a single line.
+    """
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (" ".join(args[0].splitlines()),)
+        super().__init__(*args)
 
 
 class GraphError(GnsJaxError):

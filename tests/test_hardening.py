@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from gns_jax.data import load_dataset, parse_synthetic, synthetic
 from gns_jax.data.formats import restricted_unpickle
 from gns_jax.data.ondisk import save_dataset
-from gns_jax.errors import DatasetError, GraphError
+from gns_jax.errors import DatasetError, GnsJaxError, GraphError
 from gns_jax.graph import from_edges
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,6 +105,12 @@ def assert_clean_exit(run: subprocess.CompletedProcess, *fragments: str) -> str:
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
     return lines[0]
+
+
+def test_error_messages_are_one_line():
+    error = DatasetError("data.npz: corrupt (ValueError: first\nsecond\r\nthird)")
+    assert str(error) == "data.npz: corrupt (ValueError: first second third)"
+    assert isinstance(error, GnsJaxError)
 
 
 # --- synthetic specs ----------------------------------------------------------------------------
