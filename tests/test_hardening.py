@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -592,6 +593,23 @@ def test_saved_npy_header_declaring_more_than_the_file_holds(saved):
     (saved / "labels.npy").write_bytes(raw)
     with pytest.raises(DatasetError, match=r"labels\.npy: not a readable \.npy array"):
         load_dataset(str(saved))
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        (b"(200,)", b"(200,(", r"TokenError: \('EOF in multi-line statement'"),
+        (b"'<i4'", b"'\\d4'", "descr is not a valid dtype descriptor"),
+        (b"{'descr'", b"('descr'", "Cannot parse header"),
+    ],
+)
+def test_saved_npy_header_mangled(saved, old, new, message):
+    path = saved / "labels.npy"
+    path.write_bytes(path.read_bytes().replace(old, new, 1))
+    # In a fresh interpreter with every warning shown: the error comes alone, without warnings.
+    (result,) = errors_in_child([saved])
+    assert result.startswith(f"{path}: the array has a truncated or corrupt .npy header")
+    assert re.search(message, result), result
 
 
 def test_saved_errors_name_the_folder_not_the_spec(saved):

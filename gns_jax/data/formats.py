@@ -30,6 +30,7 @@ import json
 import math
 import os
 import pickle
+import tokenize
 import warnings
 import zipfile
 import zlib
@@ -418,13 +419,23 @@ def npy_header(f, where: str, what: str = "the array") -> tuple[tuple[int, ...],
     """Reads a ``.npy`` header from ``f`` (left just after it): the shape and dtype. Refuses
     object dtypes (pickles), negative dimensions and unknown versions; raises DatasetError
     ``"{where}: {what} ..."``."""
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(f)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(f)
-    else:
-        raise DatasetError(f"{where}: {what} has an unsupported .npy version {version}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a mangled header can warn about escape sequences
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise DatasetError(f"{where}: {what} has an unsupported .npy version {version}")
+    except DatasetError:
+        raise
+    except (ValueError, EOFError, TypeError, SyntaxError, tokenize.TokenError) as e:
+        # NumPy parses the header as a Python literal (tokenize errors for a mangled one).
+        raise DatasetError(
+            f"{where}: {what} has a truncated or corrupt .npy header ({type(e).__name__}: {e})"
+        ) from None
     if dtype.hasobject:
         raise DatasetError(f"{where}: {what} holds Python objects (not read: no pickles)")
     if any(d < 0 for d in shape):
@@ -448,7 +459,8 @@ def _npz_arrays(zf: zipfile.ZipFile, where: str) -> dict[str, np.ndarray]:
                 f"holds {info.file_size - header:,} bytes (truncated or corrupt)"
             )
         check_alloc(shape, dtype.itemsize, where, f"array '{key}'")
-        with zf.open(info) as f:
+        with zf.open(info) as f, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the header parses again (checked above)
             arrays[key] = np.lib.format.read_array(f, allow_pickle=False)
     return arrays
 

@@ -133,8 +133,12 @@ def _load_npy(path: Path, mmap: bool = True) -> np.ndarray:
     try:
         with open(path, "rb") as f:
             npy_header(f, str(path))
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the header parses again (checked above)
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
         return array if mmap else np.array(array)
+    except DatasetError:
+        raise
     except (ValueError, OSError, EOFError, OverflowError) as e:
         raise DatasetError(f"{path}: not a readable .npy array ({e})") from None
 
