@@ -755,3 +755,260 @@ def test_ogb_gz_bomb_is_bounded(tmp_path, monkeypatch):
     monkeypatch.setattr(ondisk, "memory_budget", lambda: 1 << 20)  # 1 MiB for this test
     with pytest.raises(DatasetError, match=r"edge\.csv\.gz: more than 0\.0 GiB of text"):
         ondisk.read_ogb(root)
+
+
+# --- fuzz: every shipped format, corrupted in many ways ----------------------------------------
+
+# Variants whose corruption makes the data invalid must end in an error ("error"); truncations
+# and byte flips may also leave a valid dataset ("any": a cut at a line end of a csv, a flipped
+# feature value). Either way the outcome is a GnsJaxError naming the variant's path, or a Dataset
+# that passes validate(); the child process must not crash or warn.
+
+
+class Variants:
+    def __init__(self, root: Path, seed: int = 0):
+        self.root, self.rng, self.made = root, np.random.default_rng(seed), []
+
+    def new(self, base: Path, tag: str, expect: str) -> Path:
+        path = self.root / f"v{len(self.made):03d}-{tag}{base.suffix if base.is_file() else ''}"
+        if base.is_dir():
+            shutil.copytree(base, path)
+        else:
+            shutil.copyfile(base, path)
+        self.made.append((path, expect, tag))
+        return path
+
+    def truncations(self, base: Path, names, tag: str, points=(0.1, 0.9)):
+        for name in names:
+            for frac in points:
+                path = self.new(base, f"{tag}-{name}-cut{int(frac * 100)}", "any")
+                target = path / name if name else path
+                data = target.read_bytes()
+                target.write_bytes(data[: int(len(data) * frac)])
+
+    def flips(self, base: Path, names, tag: str, count: int = 4):
+        for name in names:
+            path = self.new(base, f"{tag}-{name}-flip", "any")
+            target = path / name if name else path
+            data = bytearray(target.read_bytes())
+            for pos in self.rng.integers(0, len(data), count):
+                data[pos] ^= int(self.rng.integers(1, 256))
+            target.write_bytes(bytes(data))
+
+    def member_flips(self, base: Path, members, tag: str, count: int = 3):
+        """Flips bytes inside one member of an .npz and rewrites the archive with correct CRCs,
+        so the corruption reaches the .npy header or data rather than the zip checksum."""
+        for member in members:
+            path = self.new(base, f"{tag}-{member}-member-flip", "any")
+            with zipfile.ZipFile(path) as zf:
+                contents = {info.filename: zf.read(info) for info in zf.infolist()}
+            data = bytearray(contents[member])
+            for pos in self.rng.integers(0, len(data), count):
+                data[pos] ^= int(self.rng.integers(1, 256))
+            contents[member] = bytes(data)
+            with zipfile.ZipFile(path, "w") as zf:
+                for name, raw in contents.items():
+                    zf.writestr(name, raw)
+
+
+def _planetoid_variants(v: Variants, base: Path):
+    files = [f"ind.cora.{s}" for s in ("x", "y", "tx", "ty", "allx", "ally", "graph")]
+    v.truncations(base, files[2:] + ["ind.cora.test.index"], "cora")
+    v.flips(base, files + ["ind.cora.test.index"], "cora")
+
+    def pickled(tag, part, mutate):
+        repickle(v.new(base, f"cora-{tag}", "error") / f"ind.cora.{part}", mutate)
+
+    def at(attr, index, value):
+        return lambda m: getattr(m, attr).__setitem__(index, value)
+
+    pickled("allx-col-big", "allx", at("indices", 5, 2**31 - 1))
+    pickled("allx-col-neg", "allx", at("indices", 5, -7))
+    pickled("allx-ptr-big", "allx", at("indptr", 3, 10**9))
+    pickled("allx-ptr-neg", "allx", at("indptr", 3, -1))
+    pickled("tx-col-ncols", "tx", at("indices", 0, 1433))
+    pickled("tx-col-neg", "tx", at("indices", 0, -1))
+    pickled("tx-ptr-end", "tx", at("indptr", -1, 10**6))
+    pickled("allx-nan", "allx", at("data", 0, np.nan))
+    pickled("tx-inf", "tx", at("data", 4, np.inf))
+    pickled("graph-big", "graph", lambda g: g[0].append(10**6))
+    pickled("graph-neg", "graph", lambda g: g[5].append(-3))
+    pickled("ally-two", "ally", lambda y: y.__setitem__((0, 0), 2))
+    pickled("ty-neg", "ty", lambda y: y.__setitem__((0, 0), -1))
+    pickled("ty-narrow", "ty", lambda y: y[:, :6])
+    for tag, first in (("big", "10000000"), ("neg", "-1")):
+        index = v.new(base, f"cora-test-index-{tag}", "error") / "ind.cora.test.index"
+        ids = index.read_text().split()
+        index.write_text("\n".join([first, *ids[1:]]) + "\n")
+
+
+def _saved_variants(v: Variants, base: Path):
+    arrays = ["indptr", "indices", "features", "labels", "train_idx", "val_idx", "test_idx"]
+    v.truncations(base, [f"{a}.npy" for a in arrays] + ["meta.json"], "saved", points=(0.5,))
+    v.truncations(base, [f"{a}.npy" for a in arrays[:4]], "saved", points=(0.02,))
+    v.flips(base, [f"{a}.npy" for a in arrays], "saved")
+
+    def changed(tag, name, change):
+        path = v.new(base, f"saved-{tag}", "error") / f"{name}.npy"
+        np.save(path, change(np.load(path)))
+
+    def at(index, value):
+        def change(a):
+            a = a.copy()
+            a[index] = value
+            return a
+
+        return change
+
+    for name, big in (
+        ("indices", 200),
+        ("indptr", 10**9),
+        ("train_idx", 200),
+        ("val_idx", 10**6),
+        ("test_idx", 2**31 - 1),
+    ):
+        changed(f"{name}-big", name, at(1, big))
+        changed(f"{name}-neg", name, at(1, -1))
+    changed("features-nan", "features", at((3, 1), np.nan))
+    changed("features-inf", "features", at((199, 7), -np.inf))
+    changed("labels-eq-classes", "labels", at(10, 3))
+    changed("labels-neg", "labels", at(10, -2))
+    changed("labels-huge", "labels", at(10, 2**31 - 1))
+    changed("features-f64", "features", lambda a: a.astype(np.float64))
+    changed("features-narrow", "features", lambda a: np.ascontiguousarray(a[:, :7]))
+    changed("labels-i64", "labels", lambda a: a.astype(np.int64))
+    changed("indptr-i32", "indptr", lambda a: a.astype(np.int32))
+    changed("labels-2d", "labels", lambda a: a[:, None])
+    changed("train-f32", "train_idx", lambda a: a.astype(np.float32))
+    meta = v.new(base, "saved-meta-nodes", "error") / "meta.json"
+    meta.write_text(json.dumps(json.loads(meta.read_text()) | {"num_nodes": 201}))
+
+
+def _gnn_benchmark_variants(v: Variants, root: Path):
+    base = write_gnn_benchmark(root / "gnn.npz")
+    zipped = root / "gnn.zip"
+    with zipfile.ZipFile(zipped, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(base, "gnn.npz")
+    v.truncations(base, [None], "npz", points=(0.3, 0.95))
+    v.flips(base, [None], "npz")
+    members = ("adj_indices", "adj_indptr", "adj_shape", "attr_indices", "attr_data", "labels")
+    v.member_flips(base, [f"{m}.npy" for m in members], "npz")
+    v.truncations(zipped, [None], "zip", points=(0.5, 0.99))
+    v.flips(zipped, [None], "zip")
+
+    def changed(tag, **changes):
+        path = v.new(base, f"npz-{tag}", "error")
+        write_gnn_benchmark(path, **changes)
+
+    for key, big in (
+        ("adj_indices", 120),
+        ("adj_indptr", 10**9),
+        ("attr_indices", 6),
+        ("attr_indptr", 10**9),
+    ):
+        changed(f"{key}-big", **_entry(key, 5, big))
+        changed(f"{key}-neg", **_entry(key, 5, -1))
+    changed("attr-col-huge", **_entry("attr_indices", 5, 2**31 - 1))
+    changed("attr-nan", **_entry("attr_data", 0, np.nan))
+    changed("attr-inf", **_entry("attr_data", 0, np.inf))
+    changed("labels-gap", **_entry("labels", 7, 5))
+    changed("labels-neg", **_entry("labels", 7, -1))
+    changed("labels-huge", **_entry("labels", 7, 2**31 - 1))
+    changed("adj-shape-3", adj_shape=np.array([120, 120, 1]))
+    changed("attr-shape-float", attr_shape=np.array([120.0, 6.0]))
+    changed("labels-2d", labels=lambda a: a[:, None])
+
+
+def _tolokers_variants(v: Variants, root: Path):
+    from tests.test_datasets import write_npz
+
+    base = Path(write_npz(root / "tolokers.npz"))
+    v.truncations(base, [None], "tolokers", points=(0.5,))
+    v.flips(base, [None], "tolokers")
+    v.member_flips(base, ["edges.npy", "node_labels.npy"], "tolokers")
+    edges = np.stack([np.arange(19), np.arange(1, 20)], 1)
+    for tag, overrides in (
+        ("edges-big", dict(edges=np.where(edges == 7, 20, edges))),
+        ("edges-neg", dict(edges=np.where(edges == 7, -1, edges))),
+        ("labels-gap", dict(node_labels=np.where(np.arange(20) == 3, 5, np.arange(20) % 2))),
+        ("labels-neg", dict(node_labels=np.where(np.arange(20) == 3, -1, np.arange(20) % 2))),
+        ("features-nan", dict(node_features=np.where(np.eye(20, 3) > 0, np.nan, 1.0))),
+        ("features-inf", dict(node_features=np.where(np.eye(20, 3) > 0, np.inf, 1.0))),
+        ("masks-short", dict(train_masks=np.ones((1, 19), bool))),
+        ("features-1d", dict(node_features=np.ones(20, np.float32))),
+    ):
+        write_npz(v.new(base, f"tolokers-{tag}", "error"), **overrides)
+
+
+def _facebook_variants(v: Variants, root: Path):
+    base = facebook_folder(root / "facebook")
+    files = ["facebook_edges.csv", "facebook_target.csv", "facebook.json"]
+    v.truncations(base, files, "fb", points=(0.3, 0.75))
+    v.flips(base, files, "fb", count=2)
+
+    def edited(tag, name, edit):
+        path = v.new(base, f"fb-{tag}", "error") / name
+        path.write_text(edit(path.read_text()))
+
+    edited("edge-big", "facebook_edges.csv", lambda t: t + "5,500\n")
+    edited("edge-neg", "facebook_edges.csv", lambda t: t + "-1,3\n")
+    edited("json-neg", "facebook.json", lambda t: json.dumps(json.loads(t) | {"0": [-1]}))
+    edited("json-huge", "facebook.json", lambda t: json.dumps(json.loads(t) | {"0": [2**40]}))
+    edited("json-node", "facebook.json", lambda t: json.dumps(json.loads(t) | {"999": [1]}))
+    edited("target-order", "facebook_target.csv", lambda t: t.replace("\n3,", "\n4,", 1))
+
+
+def _ogb_variants(v: Variants, root: Path):
+    base = ogb_dir(root / "ogbn-small")
+    raw = ["raw/edge.csv", "raw/node-feat.csv", "raw/node-label.csv"]
+    v.truncations(base, raw, "ogb", points=(0.5,))
+    v.flips(base, raw, "ogb", count=2)
+
+    def edited(tag, name, edit):
+        path = v.new(base, f"ogb-{tag}", "error") / name
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join(edit(lines)) + "\n")
+
+    def line(index, text):
+        return lambda lines: lines[:index] + [text] + lines[index + 1 :]
+
+    edited("edge-big", "raw/edge.csv", line(3, "0,200"))
+    edited("edge-neg", "raw/edge.csv", line(3, "-1,2"))
+    edited("edge-ragged", "raw/edge.csv", line(3, "4"))
+    edited("train-big", "split/random/train.csv", line(0, "100000"))
+    edited("train-neg", "split/random/train.csv", line(0, "-4"))
+    edited("feat-nan", "raw/node-feat.csv", line(2, ",".join(["nan"] * 8)))
+    edited("feat-inf", "raw/node-feat.csv", line(2, ",".join(["inf"] * 8)))
+    edited("label-big", "raw/node-label.csv", line(2, "100000"))
+    edited("label-frac", "raw/node-label.csv", line(2, "1.5"))
+    edited("count", "raw/num-node-list.csv", line(0, "199"))
+
+
+def test_fuzz_every_format_ends_in_an_error_or_a_valid_dataset(tmp_path):
+    v = Variants(tmp_path / "variants")
+    v.root.mkdir()
+    bases = tmp_path / "bases"
+    bases.mkdir()
+    _planetoid_variants(v, planetoid_copy(bases, "cora"))
+    saved = bases / "saved"
+    save_dataset(small_synthetic(), saved)
+    _saved_variants(v, saved)
+    _gnn_benchmark_variants(v, bases)
+    _tolokers_variants(v, bases)
+    _facebook_variants(v, bases)
+    _ogb_variants(v, bases)
+    assert 100 <= len(v.made) <= 150
+
+    results = load_in_child([path for path, _, _ in v.made], timeout=120)
+    tally: dict[str, dict[str, int]] = {}
+    for (path, expect, tag), r in zip(v.made, results):
+        counts = tally.setdefault(tag.split("-")[0], {"error": 0, "dataset": 0})
+        counts[r["outcome"]] += 1
+        if expect == "error":
+            assert r["outcome"] == "error", (tag, r)
+        if r["outcome"] == "error":
+            assert str(path) in r["message"], (tag, r["message"])  # names the file or folder
+    errors = sum(c["error"] for c in tally.values())
+    print(
+        f"\nfuzz: {len(v.made)} variants, {errors} errors, {len(v.made) - errors} datasets; {tally}"
+    )
