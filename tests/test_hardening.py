@@ -366,6 +366,7 @@ def test_gnn_benchmark_sparse_ids_out_of_range_are_refused(tmp_path):
     paths = [write_gnn_benchmark(tmp_path / f"g{i}.npz", **c) for i, (c, _) in enumerate(cases)]
     for path, (_, fragment), message in zip(paths, cases, errors_in_child(paths)):
         assert message.startswith(f"{path}: ") and fragment in message, (fragment, message)
+    assert_clean_exit(cli_train(str(paths[4])), "g4.npz: sparse matrix 'adj': column id 120")
 
 
 @pytest.mark.parametrize(

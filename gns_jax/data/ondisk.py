@@ -252,8 +252,9 @@ def is_ogb_dir(path: Path) -> bool:
     return _find(path / "raw", "edge") is not None and (path / "split").is_dir()
 
 
-def read_table(path: Path, dtype) -> np.ndarray:
-    """A ``.npy``, ``.csv`` or ``.csv.gz`` numeric table (no header).
+def read_table(path: Path, dtype, columns: int | None = None) -> np.ndarray:
+    """A ``.npy``, ``.csv`` or ``.csv.gz`` numeric table (no header); ``columns``: the width a
+    2-D table must have, if given.
 
     For an integer ``dtype`` (edges, node ids, counts) the result is int64, and NaN, infinities,
     fractions and values beyond 2^62 are errors; for a float ``dtype`` it is ``dtype``, NaN kept
@@ -270,6 +271,8 @@ def read_table(path: Path, dtype) -> np.ndarray:
             raise DatasetError(f"{path}: expected a numeric array, got {table.dtype}")
     else:
         table = _read_csv(path)
+    if columns is not None and table.ndim == 2 and table.shape[1] not in (columns, 0):
+        raise DatasetError(f"{path}: expected {columns} columns, found {table.shape[1]}")
     if not np.issubdtype(np.dtype(dtype), np.integer):
         with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are checked later
             return table.astype(dtype, copy=False)
