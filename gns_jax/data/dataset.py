@@ -29,6 +29,7 @@ from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph
 
 __all__ = [
+    "MAX_NODES",
     "SHCHUR_SPLIT",
     "Dataset",
     "check_alloc",
@@ -270,7 +271,8 @@ def per_class_split(
     Only ``eligible`` nodes (default: all) and labelled nodes (label >= 0) enter a split; Shchur et
     al. evaluate on the largest connected component, which :func:`load_dataset` passes here.
     Raises DatasetError (starting with ``name``, the file) when a class has fewer than
-    ``num_train + num_val + 1`` such nodes.
+    ``num_train + num_val + 1`` such nodes; the message calls ``eligible`` the largest connected
+    component, as every reader passes it.
     """
     among = "" if eligible is None else " in the largest connected component"
     eligible = np.ones(labels.shape[0], bool) if eligible is None else eligible
