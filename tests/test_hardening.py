@@ -347,6 +347,11 @@ def _entry(key, index, value):
     return {key: change}
 
 
+def _drop_at_60_unsigned(indptr):
+    """indptr[60] = indptr[59] - 1, as uint64 (where np.diff wraps around instead of going < 0)."""
+    return np.where(np.arange(indptr.size) == 60, indptr[59] - 1, indptr).astype(np.uint64)
+
+
 def test_gnn_benchmark_sparse_ids_out_of_range_are_refused(tmp_path):
     cases = [
         (_entry("attr_indices", 3, 2**31 - 1), "sparse matrix 'attr': column id 2147483647"),
@@ -357,6 +362,7 @@ def test_gnn_benchmark_sparse_ids_out_of_range_are_refused(tmp_path):
         (_entry("adj_indices", 0, -5), "sparse matrix 'adj': column id -5 (entry 0) outside"),
         (_entry("adj_indptr", 7, 0), "sparse matrix 'adj': indptr decreases after row 6"),
         ({"attr_indptr": lambda a: a[:-1]}, "'attr': indptr has 120 entries for 120 rows"),
+        ({"attr_indptr": _drop_at_60_unsigned}, "'attr': indptr decreases after row 59"),
         ({"attr_shape": np.array([120, 2_000_000_000])}, "over the bound"),
         ({"attr_shape": np.array([120, 2**40])}, "'attr': shape must be two integers"),
         ({"adj_shape": np.array([120.0, 120.0])}, "'adj': shape must be two integers"),

@@ -114,7 +114,7 @@ def checked_csr(data, indices, indptr, shape, where: str, what: str):
             f"{where}: {what}: indptr must run from 0 to the {indices.shape[0]} entries, got "
             f"{int(indptr[0])}..{int(indptr[-1])}"
         )
-    drops = np.flatnonzero(np.diff(indptr) < 0)
+    drops = np.flatnonzero(indptr[1:] < indptr[:-1])  # not np.diff: unsigned ids wrap around
     if drops.size:
         raise DatasetError(f"{where}: {what}: indptr decreases after row {int(drops[0])}")
     if indices.size and (indices.min() < 0 or indices.max() >= cols):
