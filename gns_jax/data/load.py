@@ -53,7 +53,7 @@ def load_dataset(
     Raises:
       DatasetError: unknown name, missing, truncated or corrupt file, invalid content.
     """
-    if spec.startswith("synthetic"):
+    if spec.startswith("synthetic:"):  # only with the colon: "synthetic_small" is a path
         opts = parse_synthetic(spec)
         seed = int(opts.pop("seed"))
         return synthetic(np.random.default_rng([seed, 0x5E7]), name=spec, **opts)

@@ -10,9 +10,18 @@
     train_idx.npy, val_idx.npy, test_idx.npy   int32
 
 Every array is a plain ``.npy`` (``np.load(..., allow_pickle=False)``) opened with
-``mmap_mode="r"``: loading a 2.4M-node, 120M-edge graph takes a second, and the feature matrix
+``mmap_mode="r"``: loading a 2.4M-node, 120M-edge graph takes seconds, and the feature matrix
 is read row by row as batches need it, so it need not fit in memory (float16 on disk halves it
 and the rows moved to the device; they are widened to float32 there).
+
+``meta.json`` is written last, atomically (a temporary file renamed into place), so it marks a
+complete save: a folder holding the arrays but no ``meta.json`` is reported as an incomplete
+(interrupted) save. :func:`read_saved` checks ``meta.json`` (an object with every key above, of
+the right type) and every array against it (dtype, shape, C order) and validates the whole
+dataset, including that the stored CSR graph is undirected: unlike the other formats, whose
+graphs are symmetrised on reading, a saved graph is used as stored, so a directed one is refused
+(:meth:`~gns_jax.graph.CSRGraph.check_undirected`, one O(E) transpose). Errors name the folder
+or the file, never the spec the dataset was generated from.
 
 **OGB's node-property layout** (:func:`read_ogb`), as ``ogb`` unpacks ``ogbn-*`` datasets::
 
@@ -22,8 +31,9 @@ and the rows moved to the device; they are widened to float32 there).
     DIR/raw/num-node-list.*    (optional) [1] the node count
     DIR/split/<name>/train.*, valid.*, test.*   node ids
 
-each file as ``.npy``, plain ``.csv`` or gzipped ``.csv.gz`` (comma-separated, no header). The
-graph is symmetrised (OGB's ``to_undirected``), self-loops and duplicate edges are dropped.
+each file as ``.npy``, plain ``.csv`` or gzipped ``.csv.gz`` (comma-separated, no header, every
+line with the same number of fields). The graph is symmetrised on reading (OGB's
+``to_undirected``), self-loops and duplicate edges are dropped. Class ids must be contiguous.
 """
 
 from __future__ import annotations
@@ -31,11 +41,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
 
-from gns_jax.data.dataset import Dataset
+from gns_jax.data.dataset import MAX_NODES, Dataset, class_count, memory_budget
+from gns_jax.data.formats import npy_header
 from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph, from_edges
 
@@ -48,21 +61,32 @@ _CHUNK_BYTES = 1 << 28  # rows written / checked at a time: 256 MiB
 
 
 def is_saved_dir(path: Path) -> bool:
-    return (path / "meta.json").is_file() and (path / "indptr.npy").exists()
+    """A gns-jax folder, or what an interrupted ``gns-jax save`` left (its first array)."""
+    return (path / "meta.json").is_file() or (path / "indptr.npy").is_file()
 
 
 def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str = "float32"):
     """Writes ``dataset`` to ``folder`` (created; must be empty) in the gns-jax directory format.
 
     Features are written in row chunks, so a memory-mapped source is never loaded whole.
+    ``meta.json`` comes last, through a temporary file and ``os.replace``. Raises DatasetError
+    naming ``folder`` when it is a file, is not empty or cannot be written.
     """
     if feature_dtype not in ("float32", "float16"):
         raise DatasetError(f"--feature-dtype: float32 or float16, got '{feature_dtype}'")
     folder = Path(folder)
-    if folder.exists() and any(folder.iterdir()):
-        raise DatasetError(f"{folder}: exists and is not empty; choose a new folder")
-    folder.mkdir(parents=True, exist_ok=True)
-    ds = dataset
+    if folder.exists() and not folder.is_dir():
+        raise DatasetError(f"{folder}: exists and is not a folder; choose a new folder")
+    try:
+        if folder.exists() and any(folder.iterdir()):
+            raise DatasetError(f"{folder}: exists and is not empty; choose a new folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        _write(dataset, folder, feature_dtype)
+    except OSError as e:
+        raise DatasetError(f"{folder}: cannot write the dataset ({e.strerror or e})") from None
+
+
+def _write(ds: Dataset, folder: Path, feature_dtype: str) -> None:
     np.save(folder / "indptr.npy", np.asarray(ds.graph.indptr, np.int64))
     np.save(folder / "indices.npy", np.asarray(ds.graph.indices, np.int32))
     n, f = ds.features.shape
@@ -93,63 +117,124 @@ def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str
         feature_dtype=feature_dtype,
         split=ds.split,
     )
-    (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    partial = folder / "meta.json.tmp"
+    partial.write_text(json.dumps(meta, indent=1) + "\n")
+    os.replace(partial, folder / "meta.json")  # last: marks the save complete
 
 
 def _load_npy(path: Path, mmap: bool = True) -> np.ndarray:
-    if not path.exists():
+    """A ``.npy`` file, memory-mapped (or, with ``mmap=False``, copied into memory).
+
+    Its header is checked first (no object dtypes), and it is always mapped before any copy, so
+    a header that declares more data than the file holds is an error, never a huge allocation.
+    """
+    if not path.is_file():
         raise DatasetError(f"{path}: missing")
     try:
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
+        with open(path, "rb") as f:
+            npy_header(f, str(path))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the header parses again (checked above)
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+        return array if mmap else np.array(array)
+    except DatasetError:
+        raise
+    except (ValueError, OSError, EOFError, OverflowError) as e:
         raise DatasetError(f"{path}: not a readable .npy array ({e})") from None
 
 
-def read_saved(folder: str | os.PathLike) -> Dataset:
-    """Maps a gns-jax dataset directory; validates it (the features in chunks)."""
-    folder = Path(folder)
+_META_SIZES = ("num_nodes", "num_edges", "num_features", "num_classes")
+
+
+def _read_meta(folder: Path) -> dict:
+    meta_path = folder / "meta.json"
+    if not meta_path.is_file():
+        present = [f"{name}.npy" for name in _ARRAYS if (folder / f"{name}.npy").exists()]
+        if present:
+            raise DatasetError(
+                f"{folder}: incomplete save (interrupted?): {', '.join(present)} but no "
+                "meta.json, which gns-jax save writes last; save again into a new folder"
+            )
+        raise DatasetError(f"{meta_path}: missing (not a gns-jax dataset folder)")
     try:
-        meta = json.loads((folder / "meta.json").read_text())
-    except (OSError, ValueError) as e:
-        raise DatasetError(f"{folder / 'meta.json'}: not readable JSON ({e})") from None
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        raise DatasetError(f"{meta_path}: not readable JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise DatasetError(f"{meta_path}: must be a JSON object, got {type(meta).__name__}")
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise DatasetError(
-            f"{folder / 'meta.json'}: not a {FORMAT} version {VERSION} directory "
+            f"{meta_path}: not a {FORMAT} version {VERSION} directory "
             f"(format={meta.get('format')!r}, version={meta.get('version')!r})"
         )
-    arrays = {}
-    for name in _ARRAYS:
-        # The small arrays are read into memory; the graph and features stay mapped.
-        arrays[name] = _load_npy(folder / f"{name}.npy", mmap=name in ("indices", "features"))
-    for name, size in (("features", meta["num_nodes"]), ("labels", meta["num_nodes"])):
-        if arrays[name].shape[0] != size:
+    for key in _META_SIZES:
+        value = meta.get(key)
+        if type(value) is not int or value < 0:
             raise DatasetError(
-                f"{folder / (name + '.npy')}: {arrays[name].shape[0]} rows, meta.json says "
-                f"num_nodes={size} (truncated or mismatched file)"
+                f"{meta_path}: '{key}' must be a non-negative integer, got "
+                + ("nothing (missing)" if key not in meta else repr(value)[:40])
             )
-    if arrays["indices"].shape[0] != meta["num_edges"]:
+    if meta["num_nodes"] > MAX_NODES:
+        raise DatasetError(f"{meta_path}: num_nodes={meta['num_nodes']} exceeds {MAX_NODES:,}")
+    if meta.get("feature_dtype") not in ("float32", "float16"):
         raise DatasetError(
-            f"{folder / 'indices.npy'}: {arrays['indices'].shape[0]} edges, meta.json says "
-            f"{meta['num_edges']}"
+            f"{meta_path}: 'feature_dtype' must be float32 or float16, got "
+            f"{repr(meta.get('feature_dtype'))[:40]}"
         )
-    for name in ("labels", "train_idx", "val_idx", "test_idx"):
-        if arrays[name].dtype != np.int32:
-            raise DatasetError(
-                f"{folder / (name + '.npy')}: must be int32, got {arrays[name].dtype}"
-            )
-    graph = CSRGraph(np.asarray(arrays["indptr"]), arrays["indices"])
-    graph.validate(str(folder))
+    for key in ("name", "split"):
+        if key in meta and not isinstance(meta[key], str):
+            raise DatasetError(f"{meta_path}: '{key}' must be a string")
+    return meta
+
+
+def _expect(array: np.ndarray, path: Path, dtype: str, shape: tuple) -> None:
+    """Raises DatasetError unless ``array`` has ``dtype`` and ``shape`` (None: any length)."""
+    ok_shape = array.ndim == len(shape) and all(
+        want is None or have == want for have, want in zip(array.shape, shape)
+    )
+    if array.dtype != np.dtype(dtype) or not ok_shape:
+        want = "[" + ", ".join("any" if w is None else str(w) for w in shape) + "]"
+        raise DatasetError(
+            f"{path}: expected {dtype} of shape {want} (from meta.json), got {array.dtype} of "
+            f"shape {list(array.shape)} (truncated or mismatched file)"
+        )
+
+
+def read_saved(folder: str | os.PathLike) -> Dataset:
+    """Maps a gns-jax dataset directory; checks it against ``meta.json`` and validates it (the
+    features in chunks). Errors name the folder or the file."""
+    folder = Path(folder)
+    meta = _read_meta(folder)
+    n, e, f = meta["num_nodes"], meta["num_edges"], meta["num_features"]
+    expected = {
+        "indptr": ("int64", (n + 1,)),
+        "indices": ("int32", (e,)),
+        "features": (meta["feature_dtype"], (n, f)),
+        "labels": ("int32", (n,)),
+        "train_idx": ("int32", (None,)),
+        "val_idx": ("int32", (None,)),
+        "test_idx": ("int32", (None,)),
+    }
+    arrays = {}
+    for name, (dtype, shape) in expected.items():
+        path = folder / f"{name}.npy"
+        # The small arrays are read into memory; the graph and features stay mapped.
+        arrays[name] = _load_npy(path, mmap=name in ("indices", "features"))
+        _expect(arrays[name], path, dtype, shape)
+    if not arrays["features"].flags.c_contiguous:
+        raise DatasetError(f"{folder / 'features.npy'}: stored in Fortran order; expected C order")
+    graph = CSRGraph(arrays["indptr"], arrays["indices"])
     return Dataset(
         name=str(meta.get("name", folder.name)),
         graph=graph,
         features=arrays["features"],
         labels=arrays["labels"],
-        num_classes=int(meta["num_classes"]),
+        num_classes=meta["num_classes"],
         train_idx=arrays["train_idx"],
         val_idx=arrays["val_idx"],
         test_idx=arrays["test_idx"],
         split=str(meta.get("split", "stored")),
-    ).validate()
+    ).validate(str(folder))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -168,52 +253,87 @@ def is_ogb_dir(path: Path) -> bool:
 
 
 def read_table(path: Path, dtype, columns: int | None = None) -> np.ndarray:
-    """A ``.npy``, ``.csv`` or ``.csv.gz`` numeric table (no header), as ``dtype``.
+    """A ``.npy``, ``.csv`` or ``.csv.gz`` numeric table (no header); ``columns``: the width a
+    2-D table must have, if given.
+
+    For an integer ``dtype`` (edges, node ids, counts) the result is int64, and NaN, infinities,
+    fractions and values beyond 2^62 are errors; for a float ``dtype`` it is ``dtype``, NaN kept
+    (OGB's unlabelled nodes; features are checked for finiteness later).
 
     CSV is parsed by NumPy's C tokenizer over the whole text (``np.fromstring`` with ``,``), which
-    is about as fast as ``pandas.read_csv`` for numbers; ``nan`` is accepted (OGB's unlabelled).
+    is about as fast as ``pandas.read_csv`` for numbers; ``nan`` is accepted. Every line must have
+    the same number of fields (rows of unequal length are an error, never re-flowed), and the
+    text, decompressed, must fit :func:`~gns_jax.data.dataset.memory_budget`.
     """
     if path.suffix == ".npy":
-        return np.asarray(_load_npy(path, mmap=False))
+        table = _load_npy(path, mmap=False)
+        if table.dtype.kind not in "biuf":
+            raise DatasetError(f"{path}: expected a numeric array, got {table.dtype}")
+    else:
+        table = _read_csv(path)
+    if columns is not None and table.ndim == 2 and table.shape[1] not in (columns, 0):
+        raise DatasetError(f"{path}: expected {columns} columns, found {table.shape[1]}")
+    if not np.issubdtype(np.dtype(dtype), np.integer):
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are checked later
+            return table.astype(dtype, copy=False)
+    if table.dtype.kind == "f" and not np.isfinite(table).all():
+        raise DatasetError(f"{path}: expected integers, found NaN or infinite values")
+    if table.dtype.kind == "f" and np.any(table != np.round(table)):
+        raise DatasetError(f"{path}: expected integers, found fractional values")
+    if table.size and table.dtype.kind in "uf" and table.max() > 2**62:
+        raise DatasetError(f"{path}: integer {table.max():.0f} out of range")
+    return table.astype(np.int64, copy=False)
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    budget = memory_budget()
     try:
         opener = gzip.open if path.name.endswith(".gz") else open
         with opener(path, "rb") as f:
-            text = f.read()
-    except (OSError, EOFError, gzip.BadGzipFile) as e:
+            text = f.read(budget + 1)
+    except (OSError, EOFError, zlib.error) as e:
         raise DatasetError(f"{path}: cannot read ({e})") from None
-    lines = text.count(b"\n") + (0 if text.endswith(b"\n") or not text else 1)
-    body = text.replace(b"\n", b",").rstrip(b",").decode("ascii", errors="replace")
-    if not body.strip():
-        values = np.zeros(0)
-    else:
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", DeprecationWarning)
-            try:
-                values = np.fromstring(body, dtype=np.float64, sep=",")
-            except (ValueError, DeprecationWarning):
-                raise DatasetError(f"{path}: not a comma-separated numeric table") from None
-    width = values.size // lines if lines else 0
-    if lines and (values.size != lines * width or width == 0):
+    if len(text) > budget:
         raise DatasetError(
-            f"{path}: {values.size} numbers on {lines} lines: rows of unequal length or "
-            "non-numeric text"
+            f"{path}: more than {budget / 2**30:,.1f} GiB of text (half this machine's memory)"
         )
-    if columns is not None and width not in (columns, 0):
-        raise DatasetError(f"{path}: expected {columns} columns, found {width}")
-    table = values.reshape(lines, width) if width != 1 else values
-    if np.issubdtype(np.dtype(dtype), np.integer):
-        finite = table[np.isfinite(table)] if table.size else table
-        if finite.size and np.any(finite != np.round(finite)):
-            raise DatasetError(f"{path}: expected integers, found fractional values")
-        return table
-    return table.astype(dtype)
+    if not text.strip():
+        return np.zeros((0, 0))
+    # Fields per line, from the positions of the commas and line ends (vectorised).
+    raw = np.frombuffer(text, dtype=np.uint8)
+    ends = np.flatnonzero(raw == ord("\n"))
+    if not text.endswith(b"\n"):
+        ends = np.append(ends, len(text))
+    commas_before = np.searchsorted(np.flatnonzero(raw == ord(",")), ends)
+    fields = np.diff(commas_before, prepend=0) + 1
+    del raw
+    uneven = np.flatnonzero(fields != fields[0])
+    if uneven.size:
+        line = int(uneven[0]) + 1
+        raise DatasetError(
+            f"{path}: line {line} has {int(fields[line - 1])} fields, line 1 has {int(fields[0])} "
+            "(rows of unequal length)"
+        )
+    lines, width = ends.size, int(fields[0])
+    body = text.replace(b"\n", b",").rstrip(b",").decode("ascii", errors="replace")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        try:
+            values = np.fromstring(body, dtype=np.float64, sep=",")
+        except (ValueError, DeprecationWarning):
+            raise DatasetError(f"{path}: not a comma-separated numeric table") from None
+    if values.size != lines * width:
+        raise DatasetError(
+            f"{path}: {values.size} numbers on {lines} lines of {width} fields: empty or "
+            "non-numeric fields"
+        )
+    return values.reshape(lines, width) if width != 1 else values
 
 
 def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     """Reads an OGB node-property directory (module docs); ``split``: the ``split/`` sub-folder
-    (default: the only one, or the first in name order)."""
+    (default: the only one, or the first in name order). Labels must be contiguous class ids
+    (non-negative or NaN for unlabelled). Errors name the file."""
     folder = Path(folder)
     raw = folder / "raw"
     edge_path = _find(raw, "edge")
@@ -232,13 +352,20 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     features = read_table(feat_path, np.float32)
     if features.ndim == 1:
         features = features[:, None]
+    if features.ndim != 2 or not 1 <= features.shape[0] <= MAX_NODES:
+        raise DatasetError(
+            f"{feat_path}: expected an [N, F] table with 1 <= N <= {MAX_NODES:,}, got shape "
+            f"{features.shape}"
+        )
     n = features.shape[0]
     count_path = _find(raw, "num-node-list")
     if count_path is not None:
-        stated = int(np.asarray(read_table(count_path, np.int64)).reshape(-1)[0])
-        if stated != n:
-            raise DatasetError(f"{count_path}: says {stated} nodes, {feat_path} has {n} rows")
-    edges = np.asarray(read_table(edge_path, np.int64))
+        count = read_table(count_path, np.int64).reshape(-1)
+        if count.size != 1 or int(count[0]) != n:
+            raise DatasetError(
+                f"{count_path}: says {count.tolist()[:3]} nodes, {feat_path} has {n} rows"
+            )
+    edges = read_table(edge_path, np.int64)
     if edges.ndim != 2 or 2 not in edges.shape:
         raise DatasetError(f"{edge_path}: expected an [E, 2] table, got shape {edges.shape}")
     if edges.shape[1] != 2:
@@ -248,22 +375,32 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
             f"{edge_path}: node ids must lie in [0, {n}) ({feat_path} has {n} rows), found "
             f"{int(edges.min())}..{int(edges.max())}"
         )
-    graph = from_edges(
-        edges[:, 0].astype(np.int64), edges[:, 1].astype(np.int64), n, name=str(edge_path)
-    )
-    raw_labels = np.asarray(read_table(label_path, np.float64), dtype=np.float64).reshape(-1)
-    if raw_labels.shape[0] != n:
-        raise DatasetError(f"{label_path}: {raw_labels.shape[0]} labels for {n} nodes")
+    graph = from_edges(edges[:, 0], edges[:, 1], n, name=str(edge_path))
+    raw_labels = read_table(label_path, np.float64)
+    if raw_labels.ndim == 2 and raw_labels.shape[1] == 1:
+        raw_labels = raw_labels[:, 0]
+    if raw_labels.shape != (n,):
+        raise DatasetError(
+            f"{label_path}: expected {n} labels (one per row of {feat_path.name}), got shape "
+            f"{raw_labels.shape}"
+        )
     labelled = np.isfinite(raw_labels) & (raw_labels >= 0)
     if np.any(raw_labels[labelled] != np.round(raw_labels[labelled])):
         raise DatasetError(f"{label_path}: class ids must be integers")
+    if labelled.any() and raw_labels[labelled].max() >= n:
+        top = int(np.flatnonzero(labelled & (raw_labels >= n))[0])
+        raise DatasetError(
+            f"{label_path}: class id {raw_labels[top]:.0f} at node {top} with only {n} nodes; "
+            "class ids must be contiguous 0..C-1 with every class present"
+        )
     labels = np.where(labelled, raw_labels, -1).astype(np.int32)
+    num_classes = class_count(labels, str(label_path))
     idx = []
     for part in ("train", "valid", "test"):
         p = _find(chosen, part)
         if p is None:
             raise DatasetError(f"{chosen}: no {part}.npy, {part}.csv or {part}.csv.gz")
-        ids = np.asarray(read_table(p, np.int64)).reshape(-1)
+        ids = read_table(p, np.int64).reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= n):
             raise DatasetError(f"{p}: node ids must lie in [0, {n})")
         idx.append(np.sort(ids).astype(np.int32))
@@ -272,9 +409,9 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
         graph=graph,
         features=np.ascontiguousarray(features, dtype=np.float32),
         labels=labels,
-        num_classes=int(labels.max()) + 1 if labelled.any() else 0,
+        num_classes=num_classes,
         train_idx=idx[0],
         val_idx=idx[1],
         test_idx=idx[2],
         split=f"ogb:{chosen.name}",
-    ).validate()
+    ).validate(str(folder))

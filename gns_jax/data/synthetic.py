@@ -1,54 +1,80 @@
 """Seeded synthetic graphs: power-law degrees, class-homophilous edges, noisy class features.
 
 ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]`` on the command
-line; :func:`synthetic` from Python. Host-side NumPy, vectorised.
+line (the four sizes are required; seed, homophily and signal default to 0, 0.8 and 0.5), parsed
+by :func:`parse_synthetic`; :func:`synthetic` from Python. Host-side NumPy, vectorised.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from gns_jax.data.dataset import Dataset, finish
+from gns_jax.data.dataset import MAX_NODES, Dataset, check_alloc, finish
 from gns_jax.errors import DatasetError
 from gns_jax.graph import from_edges
 
 __all__ = ["parse_synthetic", "synthetic"]
 
 
-_SYNTHETIC_DEFAULTS = {
-    "nodes": 10_000,
-    "degree": 10,
-    "features": 32,
-    "classes": 8,
-    "seed": 0,
-    "homophily": 0.8,
-    "signal": 0.5,
-}
+# Working memory per generated (directed) edge: the draws, then from_edges's int64 copies and sort.
+_EDGE_BYTES = 64
+
+_REQUIRED = ("nodes", "degree", "features", "classes")
+_OPTIONAL = {"seed": 0, "homophily": 0.8, "signal": 0.5}  # the documented defaults
+_FLOATS = ("degree", "homophily", "signal")
 
 
 def parse_synthetic(spec: str) -> dict[str, float]:
-    """Parses ``synthetic:nodes=N,degree=D,...`` into a dict of options (defaults filled in)."""
-    body = spec.split(":", 1)[1] if ":" in spec else ""
-    opts = dict(_SYNTHETIC_DEFAULTS)
+    """Parses ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]``.
+
+    ``nodes``, ``degree``, ``features`` and ``classes`` are required; ``seed`` (default 0),
+    ``homophily`` (0.8) and ``signal`` (0.5) are optional. Returns every option; raises
+    DatasetError naming ``--dataset`` for a missing, unknown, repeated or impossible option.
+    """
+    head, colon, body = spec.partition(":")
+    if head != "synthetic" or not colon:
+        raise DatasetError(f"--dataset {spec}: a synthetic spec starts with 'synthetic:'")
+    opts: dict[str, float] = {}
     for item in filter(None, body.split(",")):
         key, sep, value = item.partition("=")
-        if not sep or key not in opts:
+        if not sep or key not in (*_REQUIRED, *_OPTIONAL):
             raise DatasetError(
                 f"--dataset {spec}: unknown or malformed option '{item}' "
-                f"(known: {', '.join(_SYNTHETIC_DEFAULTS)})"
+                f"(known: {', '.join((*_REQUIRED, *_OPTIONAL))})"
             )
+        if key in opts:
+            raise DatasetError(f"--dataset {spec}: '{key}' is given twice")
         try:
-            opts[key] = float(value) if key in ("homophily", "signal", "degree") else int(value)
+            opts[key] = float(value) if key in _FLOATS else int(value)
         except ValueError:
             raise DatasetError(
                 f"--dataset {spec}: '{key}' must be a number, got '{value}'"
             ) from None
-    if opts["nodes"] < 2 or opts["features"] < 1 or opts["classes"] < 2 or opts["degree"] <= 0:
+        if key in _FLOATS and not math.isfinite(opts[key]):
+            raise DatasetError(f"--dataset {spec}: '{key}' must be finite, got '{value}'")
+    missing = [k for k in _REQUIRED if k not in opts]
+    if missing:
         raise DatasetError(
-            f"--dataset {spec}: need nodes >= 2, degree > 0, features >= 1, classes >= 2"
+            f"--dataset {spec}: missing {', '.join(missing)} (a synthetic spec needs nodes, "
+            "degree, features and classes; seed=0, homophily=0.8 and signal=0.5 are optional)"
         )
+    opts = _OPTIONAL | opts
+    if not 2 <= opts["nodes"] <= MAX_NODES or opts["features"] < 1 or opts["degree"] <= 0:
+        raise DatasetError(
+            f"--dataset {spec}: need 2 <= nodes <= {MAX_NODES:,}, degree > 0, features >= 1"
+        )
+    if not 2 <= opts["classes"] <= opts["nodes"]:
+        raise DatasetError(f"--dataset {spec}: need 2 <= classes <= nodes")
     if not 0 <= opts["homophily"] <= 1:
         raise DatasetError(f"--dataset {spec}: homophily must lie in [0, 1]")
+    if opts["seed"] < 0:
+        raise DatasetError(f"--dataset {spec}: seed must be >= 0, got {opts['seed']}")
+    where = f"--dataset {spec}"
+    check_alloc((opts["nodes"], opts["features"]), 4, where, "the feature matrix")
+    edges = int(opts["nodes"] * opts["degree"])
+    check_alloc((edges, _EDGE_BYTES), 1, where, "the edge arrays (edges x bytes)")
     return opts
 
 
@@ -71,8 +97,21 @@ def synthetic(
     ``w``; with probability ``homophily`` its target is drawn ``∝ w`` within the source's class,
     otherwise ``∝ w`` among all nodes. Features are ``signal * mu_class + N(0, I)`` with class
     means ``mu ~ N(0, I)``. Split: 8 % train, 2 % validation, 90 % test (ogbn-products style).
+    Every class gets a node: should the uniform draw miss one (only on small graphs), the first
+    ``classes`` nodes take the classes in a random order. Raises DatasetError for sizes that are
+    impossible or beyond :func:`~gns_jax.data.dataset.memory_budget`.
     """
+    if not 2 <= classes <= nodes <= MAX_NODES or features < 1 or not 0 < degree < math.inf:
+        raise DatasetError(
+            f"{name}: need 2 <= classes <= nodes <= {MAX_NODES:,}, features >= 1 and a finite "
+            f"degree > 0, got nodes={nodes}, degree={degree}, features={features}, "
+            f"classes={classes}"
+        )
+    check_alloc((nodes, features), 4, name, "the feature matrix")
+    check_alloc((int(nodes * degree), _EDGE_BYTES), 1, name, "the edge arrays (edges x bytes)")
     labels = rng.integers(classes, size=nodes)
+    if np.bincount(labels, minlength=classes).min() == 0:
+        labels[:classes] = rng.permutation(classes)
     weight = rng.pareto(exponent - 1.0, size=nodes) + 1.0
     num_edges = int(round(nodes * degree / 2))
     # Nodes sorted by class so that each class's weights form one contiguous run of the cumsum.
