@@ -1,9 +1,11 @@
-"""theory/: the closed forms against exact enumeration, and every check's criterion (small setting).
+"""theory/: the closed forms against exact enumeration, and every check against the defect it
+exists to catch (the tiny setting; ``python -m theory`` runs the small one).
 
-The four ``test_claim_*`` tests run the small setting of ``python -m theory`` (about two minutes in
-all on 2 CPU cores) and assert each criterion the module states.
+Each check must PASS on the library as it is and FAIL once a defect of ``theory.mutations`` is
+put in: a check that cannot fail checks nothing.
 """
 
+import dataclasses
 import itertools
 import json
 
@@ -12,8 +14,9 @@ import pytest
 
 from gns_jax.cache import cache_distribution, inclusion_probability
 from gns_jax.graph import from_edges
-from theory import SMALL, convergence, gradients, unbiased, variance
+from theory import TINY, convergence, gradients, predict, unbiased, variance
 from theory.__main__ import main
+from theory.mutations import MUTATIONS, mutated
 
 
 def _tiny_graph():
@@ -38,10 +41,25 @@ def test_closed_form_variance_equals_exact_enumeration_of_the_cache():
             probs.append(np.prod(p[list(draws)]))
         values, probs = np.array(values), np.array(probs)
         mean = probs @ values
-        np.testing.assert_allclose(mean, x[nbrs].mean(), rtol=1e-12)  # item 1, exactly
+        np.testing.assert_allclose(mean, x[nbrs].mean(), rtol=1e-12)  # unbiased, exactly
         exact = probs @ (values - mean) ** 2
         closed = variance.closed_form_variance(graph, x, np.array([v]), p, m)[0]
         np.testing.assert_allclose(closed, exact, rtol=1e-10)
+        # vector features: the coordinates' variances add up
+        two = variance.closed_form_variance(graph, np.stack([x, 2 * x], 1), np.array([v]), p, m)
+        np.testing.assert_allclose(two[0], 5 * exact, rtol=1e-10)
+
+
+def test_hajek_closed_form_matches_enumeration_where_linearisation_is_exact():
+    """With every neighbour's feature equal, Hajek is exactly mu_v when a neighbour is cached
+    and 0 otherwise: its MSE is P0 mu^2, which the closed form must give exactly."""
+    graph = _tiny_graph()
+    p = cache_distribution(graph, "degree")
+    x = np.full(6, 1.5)
+    for v, m in ((0, 2), (5, 3)):
+        p0 = (1 - p[graph.neighbors(v)].sum()) ** m
+        closed = variance.hajek_closed_form(graph, x, np.array([v]), p, m, k=10)[0]
+        np.testing.assert_allclose(closed, p0 * 1.5**2, rtol=1e-10)
 
 
 def test_node_wise_closed_form_equals_exact_enumeration_of_subsets():
@@ -53,56 +71,87 @@ def test_node_wise_closed_form_equals_exact_enumeration_of_subsets():
         np.testing.assert_allclose(closed, np.var(means), rtol=1e-12, atol=1e-15)
 
 
-def test_bound_forms_agree_at_s_equal_1_and_stop_at_3_over_2():
-    below = convergence.bound(1.0, 2.0, 0.1, 10.0, 3.0, 0.5)
-    above = convergence.bound(1.0 + 1e-12, 2.0, 0.1, 10.0, 3.0, 0.5)
-    np.testing.assert_allclose(below, above, rtol=1e-9)
-    assert below == (2 * 2.0 / (0.1 * 10.0), 3.0 + 0.5)
-    assert convergence.bound(1.5, 2.0, 0.1, 10.0, 3.0, 0.5) is None
-    # the floor grows with s beyond 1 (a larger step pays more for the noise)
-    assert convergence.bound(1.3, 2.0, 0.1, 10.0, 3.0, 0.5)[1] > below[1]
+@pytest.mark.parametrize("defect", [None, *MUTATIONS])
+def test_claim_1_passes_and_fails_with_each_defect(defect):
+    with mutated(defect):
+        result = unbiased.run(TINY)
+    (check,) = result["checks"]
+    assert check.passed == (defect is None), check.measured
+    ht = next(r for r in result["rows"] if r["variant"] == "ht")
+    assert ht["binding"] >= unbiased.MIN_BINDING or defect == "small-cache"
 
 
-def _assert_all_pass(result):
-    failed = [c for c in result["checks"] if not c.passed]
-    assert not failed, "\n".join(
-        f"{c.claim}: {c.measured} (criterion: {c.criterion})" for c in failed
+@pytest.mark.parametrize("defect", [None, *MUTATIONS])
+def test_claim_2a_passes_and_fails_with_each_defect(defect):
+    with mutated(defect):
+        check, _ = variance.per_node(TINY)
+    assert check.passed == (defect is None), check.measured
+
+
+def test_claim_2_slope_empty_neighbourhoods_and_estimators():
+    result = variance.run(TINY)
+    verdicts = {c.claim[:2]: c.passed for c in result["checks"]}
+    assert verdicts == {"2a": True, "2b": True, "2c": True, "2d": True}, [
+        c.measured for c in result["checks"]
+    ]
+    rows = {(r["estimator"], r["dist"]): r for r in result["estimators"]}
+    # Hajek's weights sum to 1: far less variance than HT's, at the price of a bias
+    assert rows["hajek", "degree"]["var"] < rows["ht", "degree"]["var"]
+    assert rows["hajek", "degree"]["bias2"] > rows["ht", "degree"]["bias2"]
+    with mutated("small-cache"):  # 2c exists to catch a cache of the wrong size
+        broken = {c.claim[:2]: c.passed for c in variance.run(TINY)["checks"]}
+    assert not broken["2c"]
+
+
+@pytest.mark.parametrize("defect", [None, "drop-q", "pi-mp", "small-cache"])
+def test_claim_3_passes_and_fails_with_each_weight_defect(defect):
+    setting = dataclasses.replace(TINY, grad_fractions=(0.02, 0.5), grad_samples=24)
+    stages = ("init", "trained") if defect in ("pi-mp",) else ("init",)
+    with mutated(defect):
+        result = gradients.run(setting, stages=stages)
+    checks = [c for c in result["checks"] if not c.finding]
+    assert all(c.passed for c in checks) == (defect is None), [c.measured for c in checks]
+    assert {r["stage"] for r in result["rows"]} == set(stages)
+
+
+def test_claim_4_rate_check_fails_when_the_sweep_cannot_resolve_a_rate():
+    setting = dataclasses.replace(TINY, conv_horizons=(4, 8, 16), conv_fractions=(0.2,))
+    result = convergence.run(setting)
+    rate = result["checks"][0]
+    assert rate.claim.startswith("4a") and not rate.passed and not rate.finding
+    assert all(c.finding for c in result["checks"][1:])
+    row = result["rows"][1]
+    assert row["matches"] == all(
+        p["mean"] <= b for p, b in zip(row["horizons"], result["band"])
     )
 
 
-def test_claim_1_unbiasedness():
-    result = unbiased.run(SMALL)
-    _assert_all_pass(result)
-    ht = [r for r in result["rows"] if r["variant"] == "ht"]
-    assert all(r["rejected"] == 0 for r in ht)
-
-
-def test_claim_2_variance():
-    result = variance.run(SMALL)
-    _assert_all_pass(result)
-    assert len(result["checks"]) == 3
-
-
-def test_claim_3_gradient_error():
-    result = gradients.run(SMALL)
-    _assert_all_pass(result)
-    assert {r["stage"] for r in result["rows"]} == {"init", "trained"}
-
-
-def test_claim_4_convergence():
-    result = convergence.run(SMALL)
-    _assert_all_pass(result)
-    assert result["proper"] in SMALL.conv_fractions
-    assert result["s"] < 1.5
+def test_claim_5_crossing_and_the_estimators_order():
+    assert predict.crossing([0.01, 0.1, 1.0], [100.0, 10.0, 1.0], 10.0) == pytest.approx(0.1)
+    assert predict.crossing([0.01, 0.1, 1.0], [100.0, 10.0, 1.0], 31.6227766) == pytest.approx(
+        0.031622776, rel=1e-6
+    )
+    assert predict.crossing([0.01, 0.1], [100.0, 50.0], 10.0) is None
+    setting = dataclasses.replace(TINY, predict_fractions=(0.01, 0.2), predict_nodes=60)
+    result = predict.run(setting)
+    (graph,) = result["graphs"]
+    v = graph["v"]
+    for i in range(2):
+        assert v["exact"][i] == 0 < v["hajek"][i] < v["ht"][i]
+    assert v["ht"][0] > v["ht"][1]  # the variance falls with the cache
+    noise = graph["noise"]
+    assert 0 < noise["upper"] < noise["ns"]  # an exact input layer removes some sampling error
 
 
 def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
     out = tmp_path / "theory.json"
-    assert main(["--only", "unbiased", "--json", str(out)]) == 0
+    assert main(["--setting", "tiny", "--only", "unbiased", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "[PASS] 1." in printed and "1 of 1 checks passed" in printed
     saved = json.loads(out.read_text())
     assert saved["unbiased"]["checks"][0]["passed"] is True
+    assert main(["--setting", "tiny", "--only", "unbiased", "--mutate", "drop-q"]) == 1
+    assert "[FAIL] 1." in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_info:
         main(["--json", str(tmp_path / "missing" / "x.json")])
     assert exit_info.value.code == 2

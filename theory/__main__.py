@@ -1,9 +1,10 @@
-"""``python -m theory [--full] [--only NAME ...] [--json PATH] [--from-json PATH]``.
+"""``python -m theory [--full | --setting S] [--only NAME ...] [--mutate DEFECT] [--json PATH]``.
 
-Runs the checks and prints their verdicts.
-
-Exit status 0 when every check passes, 1 when one fails (each FAIL is printed with its figures).
-``--full`` runs the report setting and rewrites ``theory/README.md`` and ``theory/figures/``.
+Runs the checks and prints every verdict: checks (PASS/FAIL) and findings on the paper's claims
+(HOLDS/DOES NOT HOLD). Exit status 1 when a check fails, 0 otherwise: a finding that does not hold
+is a result, not an error. ``--full`` runs the report setting and rewrites ``theory/README.md``
+and ``theory/figures/``. ``--mutate`` puts one defect of :mod:`theory.mutations` into the library
+first, to show that the checks catch it.
 """
 
 from __future__ import annotations
@@ -18,21 +19,22 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from theory import convergence, gradients, unbiased, variance
-from theory.common import FULL, SMALL, Check
+from theory import convergence, gradients, predict, unbiased, variance
+from theory.common import FULL, SETTINGS, Check
+from theory.mutations import MUTATIONS, mutated
 
 MODULES = {
     "unbiased": unbiased,
     "variance": variance,
     "gradients": gradients,
     "convergence": convergence,
+    "predict": predict,
 }
 HERE = Path(__file__).resolve().parent
 
 
 def _print_check(check: Check) -> None:
-    verdict = "PASS" if check.passed else "FAIL"
-    print(f"[{verdict}] {check.claim}  ({check.module})", flush=True)
+    print(f"[{check.verdict}] {check.claim}  ({check.module})", flush=True)
     print(f"       measured:  {check.measured}", flush=True)
     print(f"       criterion: {check.criterion}", flush=True)
 
@@ -46,11 +48,11 @@ def environment() -> str:
 
 
 def _jsonable(value):
+    if isinstance(value, Check):
+        return value._asdict()
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        if isinstance(value, Check):
-            return value._asdict()
         return [_jsonable(v) for v in value]
     if isinstance(value, np.ndarray):
         return value.tolist()
@@ -60,13 +62,22 @@ def _jsonable(value):
 
 
 def run(names, setting, *, quiet: bool = False) -> dict:
-    """Runs the named checks; returns ``{name: result}`` with ``seconds`` added to each."""
+    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each."""
     results = {}
     for name in names:
         if not quiet:
             print(f"-- {name} ({setting.name} setting)", file=sys.stderr, flush=True)
         start = time.perf_counter()
-        results[name] = MODULES[name].run(setting)
+        if name == "predict":
+            measured = None
+            if "convergence" in results:
+                measured = {
+                    (setting.model_dataset, est): fraction
+                    for est, fraction in results["convergence"]["proper"].items()
+                }
+            results[name] = predict.run(setting, measured=measured)
+        else:
+            results[name] = MODULES[name].run(setting)
         results[name]["seconds"] = time.perf_counter() - start
         if not quiet:
             for check in results[name]["checks"]:
@@ -95,12 +106,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theory", description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the report setting; rewrites README")
     parser.add_argument(
+        "--setting", choices=sorted(SETTINGS), default=None, help="sizes (default: small)"
+    )
+    parser.add_argument(
         "--only",
         nargs="+",
-        choices=sorted(MODULES),
+        choices=list(MODULES),
         default=list(MODULES),
         metavar="NAME",
-        help=f"run only these checks (of {', '.join(MODULES)})",
+        help=f"run only these modules (of {', '.join(MODULES)})",
+    )
+    parser.add_argument(
+        "--mutate", choices=MUTATIONS, default=None, help="put this defect into the library first"
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     parser.add_argument(
@@ -113,20 +130,27 @@ def main(argv=None) -> int:
         return _report_from_json(args.from_json, parser)
     if args.json is not None and not args.json.parent.is_dir():
         parser.error(f"--json: folder {args.json.parent} does not exist")
-    setting = FULL if args.full else SMALL
+    if args.full and args.setting not in (None, FULL.name):
+        parser.error("--full is --setting full")
+    setting = FULL if args.full else SETTINGS[args.setting or "small"]
     start = time.perf_counter()
-    results = run(args.only, setting)
+    with mutated(args.mutate):
+        results = run(args.only, setting)
     elapsed = time.perf_counter() - start
-    checks = [c for r in results.values() for c in r["checks"]]
+    checks = [c for r in results.values() for c in r["checks"] if not c.finding]
+    findings = [c for r in results.values() for c in r["checks"] if c.finding]
     failed = [c for c in checks if not c.passed]
     print(
-        f"\n{len(checks) - len(failed)} of {len(checks)} checks passed in {elapsed:.0f} s "
-        f"({setting.name} setting; {environment()})"
+        f"\n{len(checks) - len(failed)} of {len(checks)} checks passed; "
+        f"{sum(c.passed for c in findings)} of {len(findings)} findings hold, "
+        f"{sum(not c.passed for c in findings)} do not; {elapsed:.0f} s "
+        f"({setting.name} setting{'' if args.mutate is None else ', mutation ' + args.mutate}; "
+        f"{environment()})"
     )
     if args.json is not None:
         run_info = {"setting": setting.name, "environment": environment(), "seconds": elapsed}
         args.json.write_text(json.dumps({**_jsonable(results), "_run": run_info}, indent=1))
-    if args.full:
+    if args.full and args.mutate is None:
         from theory.report import write_report
 
         write_report(results, setting, HERE, environment(), elapsed)

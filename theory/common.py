@@ -1,9 +1,11 @@
-"""What every check shares: the settings, the result record, and the Monte Carlo GNS input layer.
+"""What every check shares: the settings, the verdict record, and the Monte Carlo input layer.
 
-Nothing here samples on its own: the input-layer estimator runs the library's cache
+Nothing here samples on its own: the input-layer estimators run the library's cache
 (:func:`gns_jax.cache.draw_cache`, :func:`gns_jax.cache.build_device_cache`) and its GNS input
-layer (:func:`gns_jax.sampling.gns.cache_first_layer`, :func:`gns_jax.sampling.gns.input_weights`);
-the node-wise reference runs :func:`gns_jax.sampling.nodewise.expand_layer`.
+layer (:func:`gns_jax.sampling.gns.cache_first_layer`, :func:`gns_jax.sampling.gns.input_weights`),
+looked up at their modules at call time, so that :mod:`theory.mutations` can put a defect in and
+the tests can show that a check catches it; the node-wise reference runs
+:func:`gns_jax.sampling.nodewise.expand_layer`.
 """
 
 from __future__ import annotations
@@ -16,66 +18,99 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gns_jax.cache import (
-    CacheSnapshot,
-    build_device_cache,
-    cache_distribution,
-    cache_size,
-    draw_cache,
-    inclusion_probability,
-)
+import gns_jax.cache as cache_lib
+import gns_jax.sampling.gns as gns_lib
+import gns_jax.sampling.nodewise as nodewise_lib
+from gns_jax.cache import CacheSnapshot
 from gns_jax.graph import CSRGraph
-from gns_jax.sampling.gns import cache_first_layer, input_weights
-from gns_jax.sampling.nodewise import DeviceTopology, expand_layer
+from gns_jax.sampling.nodewise import DeviceTopology
 
 __all__ = [
     "FULL",
     "SMALL",
+    "TINY",
     "Check",
     "Setting",
     "bonferroni_z",
     "by_fraction",
     "gns_input_draws",
+    "loglog_slope",
     "ns_input_draws",
     "scalar_signal",
+    "targets_with_hubs",
 ]
+
+ESTIMATORS = ("ht", "hajek", "clipped")  # the unbiased estimator and its lower-variance rivals
 
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """Sizes of every check. ``SMALL`` runs in minutes on 2 CPU cores; ``FULL`` is the report."""
+    """Sizes of every check. ``TINY`` is what the tests run, ``SMALL`` the default of
+    ``python -m theory`` (a few minutes on 2 CPU cores), ``FULL`` the report."""
 
     name: str
-    dataset: str = "cora"  # checks 1 and 2 (the estimator)
-    model_dataset: str = "amazon_photo"  # checks 3 and 4 (a GraphSAGE): mean degree 31 > K
+    dataset: str = "cora"  # checks 1 and 2 (the estimators)
+    model_dataset: str = "amazon_photo"  # checks 3 to 5 (a GraphSAGE): mean degree 31 > K
     fanout: int = 10  # K of the GNS input layer and of the node-wise reference
     # 1. unbiasedness
     unbiased_fractions: tuple[float, ...] = (0.2,)
     unbiased_draws: int = 1500
     targets: int = 300
+    hub_share: float = 0.25  # of the targets: the highest-degree ones, where the cap K binds
     # 2. variance
     variance_fraction: float = 0.2
     variance_draws: int = 3000
     slope_fractions: tuple[float, ...] = (0.0025, 0.005, 0.01, 0.02)
     slope_draws: int = 3000
+    estimator_fractions: tuple[float, ...] = (0.01, 0.05, 0.2)
+    estimator_draws: int = 1000
     # 3. gradient error
     hidden: int = 64
     grad_fanouts: tuple[int, ...] = (10, 10)  # output layer first, as on the command line
     grad_fractions: tuple[float, ...] = (0.01, 0.05, 0.2, 0.5)
+    grad_estimators: tuple[str, ...] = ("ht", "hajek")
     grad_samples: int = 32
     grad_batches: int = 2
     grad_batch_size: int = 128
     train_steps: int = 100
-    # 4. convergence
-    conv_fractions: tuple[float, ...] = (0.01, 0.05, 0.2, 0.5)
-    conv_steps: int = 200
+    # 4. convergence rate
+    conv_fractions: tuple[float, ...] = (0.01, 0.2)
+    conv_estimators: tuple[str, ...] = ("ht",)
+    conv_horizons: tuple[int, ...] = (120, 240, 480)  # a factor of 4
     conv_seeds: int = 3
     conv_batch_size: int = 40
-    conv_samples: int = 32
-    conv_every: int = 10
+    conv_evals: int = 8  # full-gradient evaluations per run, evenly spaced
     power_iterations: int = 20
+    # 5. prediction
+    predict_fractions: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+    predict_nodes: int = 400
+    predict_samples: int = 32
 
 
+TINY = Setting(
+    name="tiny",
+    unbiased_draws=600,
+    targets=120,
+    variance_draws=1000,
+    slope_fractions=(0.005, 0.02),
+    slope_draws=800,
+    estimator_fractions=(0.05,),
+    estimator_draws=300,
+    hidden=32,
+    grad_fractions=(0.02, 0.2, 0.5),
+    grad_estimators=("ht",),
+    grad_samples=16,
+    grad_batches=1,
+    train_steps=40,
+    conv_fractions=(0.2,),
+    conv_horizons=(50, 100, 200),
+    conv_seeds=2,
+    conv_evals=5,
+    power_iterations=8,
+    predict_fractions=(0.01, 0.05, 0.2, 0.5),
+    predict_nodes=150,
+    predict_samples=12,
+)
 SMALL = Setting(name="small")
 FULL = Setting(
     name="full",
@@ -85,25 +120,44 @@ FULL = Setting(
     variance_draws=8000,
     slope_fractions=(0.001, 0.002, 0.005, 0.01, 0.02),
     slope_draws=8000,
+    estimator_fractions=(0.001, 0.01, 0.05, 0.2),
+    estimator_draws=4000,
     grad_fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
+    grad_estimators=("ht", "hajek", "clipped", "exact"),
     grad_samples=128,
     grad_batches=8,
     conv_fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
-    conv_steps=1000,
+    conv_estimators=("ht", "hajek"),
+    conv_horizons=(250, 500, 1000),
     conv_seeds=5,
-    conv_every=20,
-    conv_samples=128,
+    conv_evals=12,
+    predict_nodes=2000,
+    predict_samples=128,
 )
+SETTINGS = {s.name: s for s in (TINY, SMALL, FULL)}
 
 
 class Check(NamedTuple):
-    """One claim's verdict, as printed and as a row of theory/README.md."""
+    """One verdict, as printed and as a row of theory/README.md.
+
+    A check (``finding=False``) tests the implementation or the theory's own prediction and is
+    ``PASS`` or ``FAIL``; a finding reports whether one of the paper's claims holds on the
+    measured numbers (``HOLDS`` or ``DOES NOT HOLD``): a negative finding is a result, not an
+    error, and does not change the exit status.
+    """
 
     claim: str
     module: str
     measured: str
     criterion: str
     passed: bool
+    finding: bool = False
+
+    @property
+    def verdict(self) -> str:
+        if self.finding:
+            return "HOLDS" if self.passed else "DOES NOT HOLD"
+        return "PASS" if self.passed else "FAIL"
 
 
 def by_fraction(rows: list[dict], key: str) -> str:
@@ -114,6 +168,11 @@ def by_fraction(rows: list[dict], key: str) -> str:
 def bonferroni_z(num_tests: int, alpha: float = 0.01) -> float:
     """Two-sided z threshold keeping the family-wise false-alarm rate of ``num_tests`` at alpha."""
     return statistics.NormalDist().inv_cdf(1.0 - alpha / (2.0 * max(num_tests, 1)))
+
+
+def loglog_slope(x, y) -> float:
+    """Least-squares slope of ``log y`` against ``log x``."""
+    return float(np.polyfit(np.log(np.asarray(x, float)), np.log(np.asarray(y, float)), 1)[0])
 
 
 def scalar_signal(graph: CSRGraph, seed: int = 0) -> np.ndarray:
@@ -128,14 +187,45 @@ def exact_means(graph: CSRGraph, x: np.ndarray) -> np.ndarray:
     return total / np.maximum(graph.degrees(), 1)
 
 
+def distribution(graph: CSRGraph, kind: str, x: np.ndarray) -> np.ndarray:
+    """The cache distribution ``kind`` for the scalar feature ``x``."""
+    return cache_lib.cache_distribution(graph, kind, features=np.asarray(x, float)[:, None])
+
+
+def targets_with_hubs(
+    graph: CSRGraph, p: np.ndarray, m: int, draws: int, count: int, hub_share: float
+) -> np.ndarray:
+    """Target nodes whose z-test is valid, a share of them the highest-degree such nodes.
+
+    Valid: every neighbour is cached and not cached about 10 times in ``draws`` draws
+    (``draws min(pi, 1 - pi) >= 10``), so the Monte Carlo standard error is estimable. The hubs
+    are where ``|N_C(v)|`` exceeds ``K``, the only place a defect in ``q_v`` shows.
+    """
+    pi = cache_lib.inclusion_probability(p, m)
+    ok_edge = np.minimum(pi, 1 - pi)[graph.indices] * draws >= 10
+    bad = np.bincount(
+        np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr)),
+        weights=~ok_edge,
+        minlength=graph.num_nodes,
+    )
+    eligible = np.flatnonzero((graph.degrees() > 0) & (bad == 0))
+    hubs = int(round(count * hub_share))
+    by_degree = eligible[np.argsort(-graph.degrees()[eligible], kind="stable")]
+    top = by_degree[:hubs]
+    rest = np.setdiff1d(eligible, top)
+    step = max(1, rest.size // max(count - top.size, 1))
+    return np.sort(np.concatenate([top, rest[::step][: count - top.size]]))
+
+
 def draw_without_replacement(rng: np.random.Generator, p: np.ndarray, m: int) -> CacheSnapshot:
-    """The C-prob cache (GNS.md section 1.2): ``m`` distinct nodes drawn without replacement,
-    yet paired with the with-replacement ``pi = 1 - (1 - p)^m``: the biased variant of check 1."""
+    """The cache of the official scripts that the README runs: ``m`` distinct nodes drawn
+    without replacement, yet paired with the with-replacement ``pi = 1 - (1 - p)^m``: a biased
+    variant that check 1 reports."""
     n = p.shape[0]
     ids = np.sort(rng.choice(n, size=m, replace=False, p=p)).astype(np.int32)
     slot_of = np.full(n, m, dtype=np.int32)
     slot_of[ids] = np.arange(m, dtype=np.int32)
-    return CacheSnapshot(ids, m, slot_of, inclusion_probability(p, m))
+    return CacheSnapshot(ids, m, slot_of, cache_lib.inclusion_probability(p, m))
 
 
 class InputDraws(NamedTuple):
@@ -145,7 +235,8 @@ class InputDraws(NamedTuple):
       values: ``{weights: float64 [draws, targets]}``, ``h_v = sum_u w_uv x_u``.
       num_cached: int ``[draws, targets]``, ``|N_C(v)|`` of each draw's cache.
       srs_var: float64 ``[draws, targets]``, the exact conditional variance, given the cache, of
-        the ``ht`` estimator from sampling ``K`` of ``|N_C(v)|`` (GNS.md section 2.2, item 3).
+        the ``ht`` estimator from sampling ``K`` of ``|N_C(v)|`` (``docs/algorithm.md``,
+        variance item 3).
     """
 
     values: dict[str, np.ndarray]
@@ -163,28 +254,30 @@ def gns_input_draws(
     fanout: int = 10,
     weights: tuple[str, ...] = ("ht",),
     replace: bool = True,
+    dist: str = "degree",
     seed: int = 0,
 ) -> InputDraws:
-    """Draws a fresh degree-proportional cache and a fresh input-layer sample ``draws`` times.
+    """Draws a fresh cache (from ``dist``) and a fresh input-layer sample ``draws`` times.
 
     Every weighting in ``weights`` is applied to the same sampled edges. ``replace=False`` draws
     the cache without replacement (see :func:`draw_without_replacement`).
     """
     topology = DeviceTopology.from_graph(graph)
-    probs = cache_distribution(graph, "degree")
-    m = cache_size(fraction, graph.num_nodes)
+    probs = distribution(graph, dist, x)
+    m = cache_lib.cache_size(fraction, graph.num_nodes)
     dst = jnp.asarray(targets, dtype=jnp.int32)
     x_dev = jnp.asarray(x, dtype=jnp.float32)
     degree = jnp.asarray(np.maximum(graph.degrees(), 1), dtype=jnp.float32)
     width = max(1, int(graph.degrees()[targets].max()))
+    first_layer, layer_weights = gns_lib.cache_first_layer, gns_lib.input_weights
 
     @jax.jit
     def one(key, cache):
-        nbrs, mask, num_cached, _ = cache_first_layer(key, cache, dst, 0, fanout)
+        nbrs, mask, num_cached, _ = first_layer(key, cache, dst, 0, fanout)
         gathered = x_dev[jnp.where(mask, nbrs, 0)]
         out = {
             w: jnp.sum(
-                input_weights(w, cache, topology, dst, nbrs, mask, num_cached, fanout) * gathered,
+                layer_weights(w, cache, topology, dst, nbrs, mask, num_cached, fanout) * gathered,
                 axis=1,
             )
             for w in weights
@@ -207,9 +300,10 @@ def gns_input_draws(
     dummy = np.zeros((graph.num_nodes, 1), np.float32)
     values = {w: [] for w in weights}
     counts, srs_var = [], []
+    draw = cache_lib.draw_cache
     for t in range(draws):
-        snap = draw_cache(rng, probs, m) if replace else draw_without_replacement(rng, probs, m)
-        cache, _ = build_device_cache(graph, dummy, snap)
+        snap = draw(rng, probs, m) if replace else draw_without_replacement(rng, probs, m)
+        cache, _ = cache_lib.build_device_cache(graph, dummy, snap)
         out, num_cached, srs = one(jax.random.key(t), cache)
         for w in weights:
             values[w].append(out[w])
@@ -230,11 +324,12 @@ def ns_input_draws(
     topology = DeviceTopology.from_graph(graph)
     dst = jnp.asarray(targets, dtype=jnp.int32)
     x_dev = jnp.asarray(x, dtype=jnp.float32)
+    expand = nodewise_lib.expand_layer
 
     @jax.jit
     def many(keys):
         def one(key):
-            nbrs, mask, weight = expand_layer(key, topology, dst, fanout)
+            nbrs, mask, weight = expand(key, topology, dst, fanout)
             return jnp.sum(weight * x_dev[jnp.where(mask, nbrs, 0)], axis=1)
 
         return jax.lax.map(one, keys)

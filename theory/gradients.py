@@ -1,26 +1,24 @@
-"""Claim 3: the error of the mini-batch gradient under GNS (several cache fractions) and NS.
+"""Claim 3: the error of the mini-batch gradient under GNS (estimators, cache fractions) and NS.
 
 For a GraphSAGE on a shipped graph (:class:`theory.problem.Problem`), at initialisation and after
 training, and for a few fixed batches ``B`` of labelled nodes: the exact mini-batch gradient
 ``g*`` (full L-hop neighbourhoods, the library's exact inference) and ``R`` sampled gradients
 ``g_r`` per sampler (GNS: a fresh cache and sample each; NS: a fresh sample), all on the same
-seeds ``B``. Reported, averaged over batches: the relative bias ``||mean g - g*||^2 / ||g*||^2``
-(minus its Monte Carlo offset ``tr Cov / R``), the relative variance
-``tr Cov(g) / ||g*||^2``, and their sum, the relative mean squared error
+seeds ``B``. Reported, averaged over batches, each against NS's: the relative bias
+``||mean g - g*||^2 / ||g*||^2`` (minus its Monte Carlo offset ``tr Cov / R``), the relative
+variance ``tr Cov(g) / ||g*||^2``, and their sum, the relative mean squared error
 ``E||g - g*||^2 / ||g*||^2``, with its standard error.
 
-Criterion (GNS.md section 2.3, item 2: "GNS bias and variance fall with rho"), at both parameter
-points: GNS's relative MSE never rises significantly from one tested fraction to the next, and it
-is significantly lower at some larger fraction than at some smaller one; "significantly" means by
-more than the two-sided Bonferroni threshold (1 %, over all pairs of fractions) times the combined
-standard error. The ratio to NS's relative MSE is reported, and the smallest fraction within a
-factor of 2 of NS, if any; that comparison is not part of the criterion.
+Check 3 (per parameter point), fixed before the run: the theory of ``docs/algorithm.md`` says
+the variance of the Horvitz-Thompson input aggregate scales as ``1/rho``; to first order the
+gradient's error follows it, bias included (the bias comes from the non-linearity acting on that
+variance). Criterion: the log-log slope of HT's relative MSE against the cache fraction lies
+within ``max(0.3, 3 SE)`` of -1 (``SE`` by a parametric bootstrap over the MSEs' standard
+errors). A defect that adds a bias which does not shrink with the cache (weights that assume too
+many draws, ``pi = m p``, a dropped ``q_v``) flattens the slope; the tests put them in.
 
-Two earlier criteria were replaced, both disclosed in theory/README.md: one also required a
-fraction within 2x of NS's gradient error (none qualifies on Amazon Photo, so that is a reported
-finding, and "within 2x of NS" is judged on the convergence bound of claim 4, where the issue puts
-it); one compared only the smallest and the largest fraction, which lacked power because the
-error at a 0.5 % cache is heavy-tailed (rare cached neighbours with weights ``1/pi``).
+Finding 3b (per estimator and parameter point): GNS's gradient bias and variance each come within
+2x of NS's at some tested fraction, and which is the smallest.
 """
 
 from __future__ import annotations
@@ -28,8 +26,10 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from theory.common import Check, Setting, bonferroni_z, by_fraction
+from theory.common import Check, Setting, by_fraction, loglog_slope
 from theory.problem import Problem
+
+SLOPE_TOLERANCE = 0.3
 
 
 def gradient_error(problem, sampler, theta, seeds, draws, key, rng) -> dict:
@@ -56,19 +56,40 @@ def gradient_error(problem, sampler, theta, seeds, draws, key, rng) -> dict:
     )
 
 
-def run(setting: Setting, seed: int = 0) -> dict:
+def slope_and_se(fractions, mse, mse_se, seed: int = 0) -> tuple[float, float]:
+    """Log-log slope of ``mse`` against ``fractions``, and its bootstrap standard error."""
+    rng = np.random.default_rng([seed, 31])
+    mse, mse_se = np.asarray(mse), np.asarray(mse_se)
+    rel = np.minimum(mse_se / np.maximum(mse, 1e-30), 1.0)
+    boot = [
+        loglog_slope(fractions, mse * np.exp(rng.normal(0.0, rel) - rel**2 / 2)) for _ in range(500)
+    ]
+    return loglog_slope(fractions, mse), float(np.std(boot, ddof=1))
+
+
+def run(setting: Setting, seed: int = 0, stages=("init", "trained")) -> dict:
     problem = Problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, seed)
-    thetas = {"init": problem.theta0, "trained": problem.train(setting.train_steps)}
+    thetas = {"init": problem.theta0}
+    if "trained" in stages:
+        thetas["trained"] = problem.train(setting.train_steps)
     rng = np.random.default_rng([seed, 3])
     batches = [
         np.sort(rng.choice(problem.labelled, setting.grad_batch_size, replace=False))
         for _ in range(setting.grad_batches)
     ]
-    samplers = [("NS", None)] + [(f"GNS {100 * f:g} %", f) for f in setting.grad_fractions]
+    samplers = [("NS", None, "ns")] + [
+        (f"GNS {est} {100 * f:g} %", f, est)
+        for est in setting.grad_estimators
+        for f in setting.grad_fractions
+    ]
+    built = {
+        (fraction, est): problem.sampler(fraction, setting.grad_batch_size, est)
+        for _, fraction, est in samplers
+    }
     rows = []
     for stage, theta in thetas.items():
-        for name, fraction in samplers:
-            sampler = problem.sampler(fraction, setting.grad_batch_size)
+        for name, fraction, est in samplers:
+            sampler = built[(fraction, est)]
             per_batch = [
                 gradient_error(
                     problem,
@@ -85,6 +106,7 @@ def run(setting: Setting, seed: int = 0) -> dict:
                 dict(
                     stage=stage,
                     sampler=name,
+                    estimator=est,
                     fraction=fraction,
                     bias=float(np.mean([r["bias"] for r in per_batch])),
                     var=float(np.mean([r["var"] for r in per_batch])),
@@ -93,36 +115,56 @@ def run(setting: Setting, seed: int = 0) -> dict:
                     / len(per_batch),
                 )
             )
-    checks, proper = [], {}
+    checks, closest = [], {}
     for stage in thetas:
         ns = next(r for r in rows if r["stage"] == stage and r["fraction"] is None)
-        gns = [r for r in rows if r["stage"] == stage and r["fraction"] is not None]
-        z = bonferroni_z(len(gns) * (len(gns) - 1) // 2)
-        se = lambda a, b: np.hypot(a["mse_se"], b["mse_se"])
-        monotone = all(b["mse"] <= a["mse"] + z * se(a, b) for a, b in zip(gns, gns[1:]))
-        falls = any(
-            b["mse"] < a["mse"] - z * se(a, b) for i, a in enumerate(gns) for b in gns[i + 1 :]
-        )
-        close = [r["fraction"] for r in gns if r["mse"] <= 2 * ns["mse"]]
-        proper[stage] = min(close) if close else None
+        for r in rows:
+            if r["stage"] == stage:
+                r["bias_vs_ns"] = r["bias"] / max(ns["bias"], 1e-30)
+                r["var_vs_ns"] = r["var"] / max(ns["var"], 1e-30)
+        ht = [r for r in rows if r["stage"] == stage and r["estimator"] == "ht"]
+        fractions = [r["fraction"] for r in ht]
+        slope, se = slope_and_se(fractions, [r["mse"] for r in ht], [r["mse_se"] for r in ht])
+        tolerance = max(SLOPE_TOLERANCE, 3 * se)
         checks.append(
             Check(
-                claim=f"3. GNS gradient error falls as the cache grows ({stage})",
+                claim=f"3. HT's gradient error falls as 1/rho ({stage})",
                 module="theory/gradients.py",
                 measured=(
-                    f"{setting.model_dataset}, rel. MSE GNS "
-                    + by_fraction(gns, "mse")
-                    + f"; NS {ns['mse']:.3g} (GNS/NS at {100 * gns[-1]['fraction']:g}%: "
-                    f"{gns[-1]['mse'] / ns['mse']:.1f}x; within 2x of NS: {_pct(proper[stage])})"
-                ),
-                criterion=(
-                    f"no significant rise between neighbouring rho, a significant fall between "
-                    f"some pair (|diff| > {z:.2f} SE)"
-                ),
-                passed=bool(monotone and falls),
+                    f"{setting.model_dataset}, rel. MSE HT "
+                    + by_fraction(ht, "mse")
+                    + f"; NS {ns['mse']:.3g}; log-log slope {slope:.2f} ± {se:.2f}"
+                ),  # fmt: skip
+                criterion=f"slope within {tolerance:.2f} of -1 (max(0.3, 3 SE))",
+                passed=bool(abs(slope + 1) <= tolerance),
             )
         )
-    return {"checks": checks, "rows": rows, "proper": proper, "params": problem.num_params}
+        for est in setting.grad_estimators:
+            gns = [r for r in rows if r["stage"] == stage and r["estimator"] == est]
+            close = [r["fraction"] for r in gns if r["bias_vs_ns"] <= 2 and r["var_vs_ns"] <= 2]
+            closest[(stage, est)] = min(close) if close else None
+            checks.append(
+                Check(
+                    claim=f"3b. GNS {est}: gradient bias and variance within 2x of NS's ({stage})",
+                    module="theory/gradients.py",
+                    measured=(
+                        "bias/NS "
+                        + by_fraction(gns, "bias_vs_ns")
+                        + "; variance/NS "
+                        + by_fraction(gns, "var_vs_ns")
+                        + f"; smallest fraction within 2x: {_pct(closest[(stage, est)])}"
+                    ),  # fmt: skip
+                    criterion="both ratios <= 2 at some tested fraction",
+                    passed=close != [],
+                    finding=True,
+                )
+            )
+    return {
+        "checks": checks,
+        "rows": rows,
+        "closest": {f"{s} {e}": v for (s, e), v in closest.items()},
+        "params": problem.num_params,
+    }
 
 
 def _pct(fraction) -> str:
@@ -131,13 +173,14 @@ def _pct(fraction) -> str:
 
 def table(result: dict) -> str:
     lines = [
-        "| parameters | sampler | relative bias | relative variance | relative MSE |",
-        "|---|---|---|---|---|",
+        "| parameters | sampler | relative bias | relative variance | relative MSE "
+        "| bias / NS | variance / NS |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {r['stage']} | {r['sampler']} | {r['bias']:.3g} | {r['var']:.3g} "
-            f"| {r['mse']:.3g} ± {r['mse_se']:.2g} |"
+            f"| {r['mse']:.3g} ± {r['mse_se']:.2g} | {r['bias_vs_ns']:.3g} | {r['var_vs_ns']:.3g} |"
         )
     return "\n".join(lines)
 
@@ -149,16 +192,17 @@ def plot(result: dict, path) -> None:
     for ax, stage in zip(axes, ("init", "trained")):
         rows = [r for r in result["rows"] if r["stage"] == stage]
         ns = next(r for r in rows if r["fraction"] is None)
-        gns = [r for r in rows if r["fraction"] is not None]
-        f = np.array([r["fraction"] for r in gns])
-        for key, style, label in (("mse", "o-", "MSE"), ("var", "s--", "variance")):
-            ax.loglog(f, [r[key] for r in gns], style, label=f"GNS {label}")
-        ax.loglog(f, [max(r["bias"], 1e-12) for r in gns], "^:", label="GNS bias")
-        ax.axhline(ns["mse"], color="k", label="NS MSE")
-        ax.axhline(2 * ns["mse"], color="k", ls=":", label="2 x NS MSE")
+        for i, est in enumerate(sorted({r["estimator"] for r in rows} - {"ns"})):
+            gns = [r for r in rows if r["estimator"] == est]
+            f = np.array([r["fraction"] for r in gns])
+            ax.loglog(f, [max(r["bias"], 1e-12) for r in gns], "o-", color=f"C{i}",
+                      label=f"{est} bias")  # fmt: skip
+            ax.loglog(f, [r["var"] for r in gns], "s--", color=f"C{i}", label=f"{est} variance")
+        ax.axhline(ns["bias"], color="k", label="NS bias")
+        ax.axhline(ns["var"], color="k", ls="--", label="NS variance")
         ax.set_xlabel("cache fraction rho")
         ax.set_title(f"parameters: {stage}")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     axes[0].set_ylabel("relative to ||g*||^2")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

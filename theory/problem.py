@@ -18,10 +18,11 @@ import optax
 from flax import nnx
 from jax.flatten_util import ravel_pytree
 
-from gns_jax.cache import build_device_cache, cache_distribution, draw_cache
+import gns_jax.cache as cache_lib
 from gns_jax.config import TrainConfig, make_sampler, prepare_features
 from gns_jax.data import load_dataset
 from gns_jax.evaluate import FullGraph, full_inference
+from gns_jax.features import neighbour_means
 from gns_jax.models import GraphSAGE
 
 __all__ = ["Problem"]
@@ -38,7 +39,11 @@ class Problem:
     def __init__(self, dataset: str, hidden: int, fanouts: tuple[int, ...], seed: int = 0):
         self.dataset = load_dataset(dataset)
         ds = self.dataset
-        self.x = jnp.asarray(prepare_features(ds, TrainConfig()))
+        x = prepare_features(ds, TrainConfig())
+        self.x = jnp.asarray(x)
+        # The rows a block's source slots read: node v's features, then (slot N + v) the mean of
+        # its neighbours' features, which the exact input layer reads.
+        self.table = jnp.concatenate([self.x, jnp.asarray(neighbour_means(ds.graph, x))])
         self.labels = jnp.asarray(np.maximum(ds.labels, 0))
         self.labelled = np.flatnonzero(ds.labels >= 0)
         self.fanouts = tuple(fanouts)
@@ -48,9 +53,8 @@ class Problem:
         self.graphdef, params = nnx.split(model)
         self.theta0, self.unravel = ravel_pytree(params)
         self.num_params = int(self.theta0.size)
-        self._probs = cache_distribution(ds.graph, "degree")
+        self._probs = cache_lib.cache_distribution(ds.graph, "degree")
         self._dummy = np.zeros((ds.num_nodes, 1), np.float32)
-        self._samplers: dict = {}
 
         graphdef = self.graphdef
 
@@ -63,7 +67,7 @@ class Problem:
             def batch_loss(theta):
                 model = nnx.merge(graphdef, self.unravel(theta))
                 src = batch.blocks[0].src_nodes
-                h = jnp.where((src >= 0)[:, None], self.x[jnp.maximum(src, 0)], 0.0)
+                h = jnp.where((src >= 0)[:, None], self.table[jnp.maximum(src, 0)], 0.0)
                 logits = model(h, batch.blocks)
                 ce = optax.softmax_cross_entropy_with_integer_labels(
                     logits, self.labels[jnp.maximum(batch.seeds, 0)]
@@ -84,25 +88,25 @@ class Problem:
         w[nodes] = 1.0 / len(nodes)
         return jnp.asarray(w)
 
-    def sampler(self, fraction: float | None, batch_size: int):
-        """The library's NS sampler (``fraction=None``) or GNS sampler at a cache fraction."""
-        key = (fraction, batch_size)
-        if key not in self._samplers:
-            config = TrainConfig(
-                sampler="ns" if fraction is None else "gns",
-                fanouts=self.fanouts,
-                cache_fraction=fraction or 0.01,
-                input_fanout=(0, self.fanouts[-1]),
-            )
-            self._samplers[key] = make_sampler(self.dataset, config, batch_size)
-        return self._samplers[key]
+    def sampler(self, fraction: float | None, batch_size: int, weights: str = "ht"):
+        """The library's NS sampler (``fraction=None``) or GNS sampler at a cache fraction, with
+        the input-layer estimator ``weights``. Not cached: a sampler traces the library's code
+        when first used, so that a defect of :mod:`theory.mutations` in force then is in it."""
+        config = TrainConfig(
+            sampler="ns" if fraction is None else "gns",
+            fanouts=self.fanouts,
+            cache_fraction=fraction or 0.01,
+            input_fanout=(0, self.fanouts[-1]),
+            gns_weights=weights,
+        )
+        return make_sampler(self.dataset, config, batch_size)
 
     def draw_grad(self, sampler, theta, key, seeds, rng: np.random.Generator) -> jax.Array:
         """One stochastic gradient: for GNS a fresh cache (from ``rng``), then a sampled batch."""
         cache = None
         if sampler.uses_cache:
-            snap = draw_cache(rng, self._probs, sampler.cache_size)
-            cache, _ = build_device_cache(self.dataset.graph, self._dummy, snap)
+            snap = cache_lib.draw_cache(rng, self._probs, sampler.cache_size)
+            cache, _ = cache_lib.build_device_cache(self.dataset.graph, self._dummy, snap)
         batch = sampler.sample(key, sampler.pad_seeds(seeds), cache)
         return self.sampled_grad(theta, batch)
 
