@@ -5,7 +5,8 @@ the real input-layer nodes and the rows that must cross from the host (input nod
 device cache; all of them for NS). Optionally trains each configuration for a few epochs and
 reports test accuracy too.
 
-    python -m experiments.gns_transfer --dataset synthetic:nodes=1000000,degree=40,features=100,classes=8 \
+    python -m experiments.gns_transfer \
+        --dataset synthetic:nodes=1000000,degree=40,features=100,classes=8 \
         --fractions 0.01 0.05 --batches 20 --out experiments/results/gns_transfer
 
 Writes ``gns_transfer.json`` and ``gns_transfer.md``.
@@ -98,7 +99,9 @@ def measure(dataset, fanouts, batch_size, fractions, num_batches, seed=0):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="synthetic:nodes=1000000,degree=40,features=100,classes=8")
+    parser.add_argument(
+        "--dataset", default="synthetic:nodes=1000000,degree=40,features=100,classes=8"
+    )
     parser.add_argument("--fanouts", default="15,10,5", help="output layer first")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01, 0.05])

@@ -121,9 +121,7 @@ def test_claim_4_rate_check_fails_when_the_sweep_cannot_resolve_a_rate():
     assert rate.claim.startswith("4a") and not rate.passed and not rate.finding
     assert all(c.finding for c in result["checks"][1:])
     row = result["rows"][1]
-    assert row["matches"] == all(
-        p["mean"] <= b for p, b in zip(row["horizons"], result["band"])
-    )
+    assert row["matches"] == all(p["mean"] <= b for p, b in zip(row["horizons"], result["band"]))
 
 
 def test_claim_5_crossing_and_the_estimators_order():

@@ -264,23 +264,21 @@ def per_node(setting: Setting, seed: int = 0) -> tuple[Check, dict]:
     degree = graph.degrees()[targets]
     ratio = measured / np.maximum(predicted, 1e-30)
     binding = float(np.mean(draws.num_cached > k))
-    check = (
-        Check(
-            claim="2a. per-node variance matches the closed form (items 2+3; NS: item 5)",
-            module="theory/variance.py",
-            measured=(
-                f"rho={fraction:g}, {targets.size} nodes, R={setting.variance_draws}, cap binds "
-                f"in {100 * binding:.1f}% of pairs: GNS max|z|={np.abs(z).max():.2f}, median "
-                f"measured/closed {np.median(ratio):.3f}; NS max|z|={np.abs(ns_z).max():.2f}"
-            ),
-            criterion=(
-                f"every |z| < {threshold:.2f} (Bonferroni, 1 %) for GNS and for NS; the cap binds "
-                "in >= 1% of pairs"
-            ),
-            passed=bool(
-                np.abs(z).max() < threshold and np.abs(ns_z).max() < threshold and binding >= 0.01
-            ),
-        )
+    check = Check(
+        claim="2a. per-node variance matches the closed form (items 2+3; NS: item 5)",
+        module="theory/variance.py",
+        measured=(
+            f"rho={fraction:g}, {targets.size} nodes, R={setting.variance_draws}, cap binds "
+            f"in {100 * binding:.1f}% of pairs: GNS max|z|={np.abs(z).max():.2f}, median "
+            f"measured/closed {np.median(ratio):.3f}; NS max|z|={np.abs(ns_z).max():.2f}"
+        ),
+        criterion=(
+            f"every |z| < {threshold:.2f} (Bonferroni, 1 %) for GNS and for NS; the cap binds "
+            "in >= 1% of pairs"
+        ),
+        passed=bool(
+            np.abs(z).max() < threshold and np.abs(ns_z).max() < threshold and binding >= 0.01
+        ),
     )
     per_node = dict(
         fraction=fraction,
