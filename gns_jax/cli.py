@@ -271,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--split-seed",
         type=_non_negative_int,
         default=None,
-        help="the run's split seed (default: the one recorded in the checkpoint)",
+        help="the run's --split-seed (default: the --seed recorded in the checkpoint, which is "
+        "the training command's default split seed)",
     )
     predict.add_argument(
         "--out", required=True, help="a .npy file: int32 [num_nodes], the predicted class"

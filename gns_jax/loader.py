@@ -147,7 +147,8 @@ class Batch(NamedTuple):
       num_inputs: real input-layer nodes.
       rows_moved: feature rows that crossed host -> device (the non-cached input rows).
       bytes_moved: bytes of this batch host -> device (feature rows and structure).
-      refresh: ``(seconds, num_cached)`` when the cache was redrawn just before this batch.
+      refresh: ``(seconds, num_cached, bytes)`` when the cache was redrawn just before this
+        batch: the time it took, the distinct nodes drawn, the bytes put on the device.
       state: the loader's state right after this batch; resuming from it yields the next one.
     """
 
@@ -158,7 +159,7 @@ class Batch(NamedTuple):
     num_inputs: int
     rows_moved: int
     bytes_moved: int
-    refresh: tuple[float, int] | None
+    refresh: tuple[float, int, int] | None
     state: LoaderState
 
 
@@ -324,9 +325,11 @@ class Loader:
             raise ConfigError("start_index", f"must lie in [0, {self.num_batches}]")
         return prefetch(self._produce(start_epoch, end_epoch, start_index), self.prefetch)
 
-    def _draw_cache(self, epoch: int, ids: np.ndarray | None) -> tuple[float, int]:
-        """Builds the cache of ``epoch`` on the device, from ``ids`` or a fresh draw."""
+    def _draw_cache(self, epoch: int, ids: np.ndarray | None) -> tuple[float, int, int]:
+        """Builds the cache of ``epoch`` on the device, from ``ids`` or a fresh draw; returns the
+        seconds it took, the distinct nodes and the bytes put on the device."""
         start = time.perf_counter()
+        bytes_before = self.meter.bytes_by_tag["cache"]
         m = self.worst.cache_size
         if ids is None:
             rng = np.random.default_rng([self.seed, CACHE, epoch])
@@ -344,7 +347,8 @@ class Loader:
         jax.block_until_ready(self._cache)
         self._cache_epoch = epoch
         self._cache_ids = snapshot.node_ids[: snapshot.num_cached]
-        return time.perf_counter() - start, snapshot.num_cached
+        moved = self.meter.bytes_by_tag["cache"] - bytes_before
+        return time.perf_counter() - start, snapshot.num_cached, moved
 
     def _seeds(self, order: np.ndarray, b: int, counter: int, tag: str):
         ids = order[b * self.batch_size : (b + 1) * self.batch_size]

@@ -159,7 +159,16 @@ def _jsonable(config: TrainConfig) -> dict:
 class _Totals:
     """Running sums behind the per-batch rates; saved in checkpoints."""
 
-    FIELDS = ("rows", "inputs", "batches", "bytes", "refreshes", "cached", "refresh_s")
+    FIELDS = (
+        "rows",
+        "inputs",
+        "batches",
+        "bytes",
+        "refreshes",
+        "cached",
+        "refresh_s",
+        "cache_bytes",
+    )
 
     def __init__(self, **values):
         for k in self.FIELDS:
@@ -174,6 +183,7 @@ class _Totals:
             self.refreshes += 1
             self.refresh_s += batch.refresh[0]
             self.cached += batch.refresh[1]
+            self.cache_bytes += batch.refresh[2]
 
     def to_json(self) -> dict:
         return {k: getattr(self, k) for k in self.FIELDS}
@@ -233,7 +243,7 @@ def fit(
             seed=config.seed,
             budget=config.budget,
             prefetch=config.prefetch,
-            meter=meter,
+            meter=TransferMeter(),  # its own: evaluation's bytes are not training's
             log=reporter.line,
         )
     counter = CompileCounter()
@@ -425,7 +435,7 @@ def _metrics(
         "cache_refresh_s": totals.refresh_s / max(totals.refreshes, 1),
         "cache_refreshes": totals.refreshes,
         "cache_nodes": totals.cached / max(totals.refreshes, 1),
-        "cache_bytes_per_refresh": loader.meter.bytes_by_tag["cache"] / max(totals.refreshes, 1),
+        "cache_bytes_per_refresh": totals.cache_bytes / max(totals.refreshes, 1),
         "compilations": counter.count,
         "sampler_compilations": loader.worst.compilations,
         "assemble_compilations": loader.gather.compilations,

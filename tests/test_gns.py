@@ -14,6 +14,7 @@ from gns_jax.cache import (
 )
 from gns_jax.data import load_dataset
 from gns_jax.errors import ConfigError
+from gns_jax.graph import from_edges
 from gns_jax.sampling.gns import GNSSampler, cache_first_layer, input_weights
 from gns_jax.sampling.nodewise import DeviceTopology
 from gns_jax.train import TrainConfig, fit
@@ -245,3 +246,62 @@ def test_non_cached_adjacency_is_built_only_when_a_layer_tops_up():
     b = jax.device_get(plain.sample(jax.random.key(1), seeds, lean))
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(x, y)
+
+
+def _star_with_cache(num_leaves: int, cached_leaves: list[int], m: int):
+    """Node 0 with ``num_leaves`` neighbours; a cache holding exactly ``cached_leaves``."""
+    from gns_jax.cache import snapshot_from_ids
+
+    graph = from_edges(np.zeros(num_leaves, int), np.arange(1, num_leaves + 1), num_leaves + 1)
+    p = cache_distribution(graph, "degree")
+    snap = snapshot_from_ids(np.asarray(cached_leaves), p, m)
+    cache, _ = build_device_cache(graph, np.zeros((graph.num_nodes, 1), np.float32), snap)
+    return graph, cache
+
+
+def _chi_square(counts: np.ndarray) -> float:
+    expected = counts.sum() / counts.size
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+# chi-square critical values at 1e-3 for 39 and 19 degrees of freedom
+CHI2_39, CHI2_19 = 72.05, 43.82
+
+
+def test_cache_first_top_up_is_uniform_over_the_non_cached_neighbours():
+    """Degree 44, 4 cached, (K, K) = (5, 5): the top-up takes 1 of the 40 non-cached
+    neighbours, each with probability 1/40. Taking the first column of a Floyd sample (the
+    defect this catches) never picks some of them."""
+    graph, cache = _star_with_cache(44, [1, 2, 3, 4], m=8)
+    dst = jnp.zeros(5000, jnp.int32)
+    counts = np.zeros(graph.num_nodes)
+    first = jax.jit(lambda key: cache_first_layer(key, cache, dst, 5, 5))
+    for t in range(4):
+        nbrs, mask, _, from_cache = jax.device_get(first(jax.random.key(t)))
+        assert np.all(mask.sum(1) == 5) and np.all(from_cache.sum(1) == 4)
+        np.add.at(counts, nbrs[mask & ~from_cache], 1)
+    topped = counts[5:]  # the 40 non-cached leaves
+    assert topped.sum() == 20_000 and counts[1:5].sum() == 0
+    assert _chi_square(topped) < CHI2_39, topped
+
+
+def test_cached_picks_are_uniform_where_the_cap_binds_and_first_k_is_caught():
+    """Degree 20, all cached, cap 5: every leaf is picked with probability 1/4. The defect of a
+    sampler that takes the first K neighbours fails the same test."""
+    from theory.mutations import mutated
+
+    graph, cache = _star_with_cache(20, list(range(1, 21)), m=40)
+    dst = jnp.zeros(4000, jnp.int32)
+
+    def counts_of():
+        first = jax.jit(lambda key: cache_first_layer(key, cache, dst, 0, 5))
+        counts = np.zeros(graph.num_nodes)
+        for t in range(3):
+            nbrs, mask, num_cached, _ = jax.device_get(first(jax.random.key(10 + t)))
+            assert np.all(num_cached == 20) and np.all(mask.sum(1) == 5)
+            np.add.at(counts, nbrs[mask], 1)
+        return counts[1:]
+
+    assert _chi_square(counts_of()) < CHI2_19
+    with mutated("first-k"):
+        assert _chi_square(counts_of()) > CHI2_19

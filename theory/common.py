@@ -255,12 +255,15 @@ def gns_input_draws(
     weights: tuple[str, ...] = ("ht",),
     replace: bool = True,
     dist: str = "degree",
+    top_up: bool = False,
     seed: int = 0,
 ) -> InputDraws:
     """Draws a fresh cache (from ``dist``) and a fresh input-layer sample ``draws`` times.
 
     Every weighting in ``weights`` is applied to the same sampled edges. ``replace=False`` draws
-    the cache without replacement (see :func:`draw_without_replacement`).
+    the cache without replacement (see :func:`draw_without_replacement`). ``top_up=True`` samples
+    as a cache-first upper layer does: ``K`` neighbours, the cached ones first, topped up with
+    non-cached ones (then ``weights=("none",)`` is that layer's estimator, ``1/k`` each).
     """
     topology = DeviceTopology.from_graph(graph)
     probs = distribution(graph, dist, x)
@@ -273,7 +276,7 @@ def gns_input_draws(
 
     @jax.jit
     def one(key, cache):
-        nbrs, mask, num_cached, _ = first_layer(key, cache, dst, 0, fanout)
+        nbrs, mask, num_cached, _ = first_layer(key, cache, dst, fanout if top_up else 0, fanout)
         gathered = x_dev[jnp.where(mask, nbrs, 0)]
         out = {
             w: jnp.sum(

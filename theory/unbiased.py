@@ -6,16 +6,19 @@ Horvitz-Thompson weights) is run ``R`` times, each with a fresh cache and fresh 
 and ``z_v = (mean_R h_v - mu_v) / SE_v`` is formed with the Monte Carlo standard error ``SE_v``.
 
 Criterion, fixed before the run: every ``|z_v|`` below the two-sided Bonferroni threshold for the
-number of targets at family-wise level 1 % (about 3.9 for 300 targets), **and** the cap ``K``
-binds (``|N_C(v)| > K``) in at least 1 % of the (target, draw) pairs, since a defect in ``q_v``
-shows only there: a quarter of the targets are the highest-degree testable nodes. The tests put
-each defect of :mod:`theory.mutations` into the library and assert that this check then fails.
+number of targets at family-wise level 1 % (about 3.9 for 300 targets). Check 1b: at the largest
+tested fraction the cap ``K`` binds (``|N_C(v)| > K``) in at least 1 % of the (target, draw)
+pairs, since a defect in ``q_v`` shows only there: a quarter of the targets are the
+highest-degree testable nodes. The tests put each defect of :mod:`theory.mutations` into the
+library and assert that check 1 then fails.
 
 The other estimators are measured on the same sampled edges and reported, not judged: the
 self-normalised ``hajek`` and the ``clipped`` weights trade a small bias for less variance; the
 official code's ``minimum`` weights, the unweighted mean and a cache drawn without replacement
-are biased. The z-test needs the standard error to be estimable: every neighbour of a target must
-have been both cached and not cached about 10 times in ``R`` draws.
+are biased; so is a cache-first upper layer (``--cache-first``: ``K`` neighbours, cached ones
+first, ``1/k`` each), measured on a feature that grows with the degree. The z-test needs the
+standard error to be estimable: every neighbour of a target must have been both cached and not
+cached about 10 times in ``R`` draws.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ VARIANTS = {
     "minimum": "`minimum` bug weights",
     "none": "no weights (plain mean)",
     "wor": "cache without replacement",
+    "cache-first": "cache-first upper layer (1/k), x = log(1 + d)",
 }
 MIN_BINDING = 0.01  # the cap must bind in at least this share of (target, draw) pairs
 
@@ -77,11 +81,27 @@ def run(setting: Setting, seed: int = 0) -> dict:
         wor = gns_input_draws(
             graph, x, targets, fraction, setting.unbiased_draws, replace=False, **common
         )
-        values = {**draws.values, "wor": wor.values["ht"]}
+        # The cache-first upper layer (K neighbours, cached first, 1/k each) on a feature that
+        # grows with the degree, as hidden features often do: its preference for cached (high
+        # degree) neighbours shows as a bias.
+        log_degree = np.log1p(graph.degrees()).astype(np.float64)
+        first = gns_input_draws(
+            graph,
+            log_degree,
+            targets,
+            fraction,
+            setting.unbiased_draws,
+            weights=("none",),
+            top_up=True,
+            **common,
+        )
+        values = {**draws.values, "wor": wor.values["ht"], "cache-first": first.values["none"]}
+        truth = {v: mu[targets] for v in VARIANTS}
+        truth["cache-first"] = exact_means(graph, log_degree)[targets]
         binding = float(np.mean(draws.num_cached > setting.fanout))
         for variant, label in VARIANTS.items():
-            z = z_scores(values[variant], mu[targets])
-            bias = values[variant].mean(0) - mu[targets]
+            z = z_scores(values[variant], truth[variant])
+            bias = values[variant].mean(0) - truth[variant]
             rows.append(
                 dict(
                     fraction=fraction,
@@ -93,6 +113,7 @@ def run(setting: Setting, seed: int = 0) -> dict:
                     rejected=float(np.mean(np.abs(z) > threshold)),
                     mean_bias=float(bias.mean()),
                     rms_bias=float(np.sqrt(np.mean(bias**2))),
+                    rel_bias=float(np.mean(bias / np.maximum(np.abs(truth[variant]), 1e-12))),
                     mean_var=float(values[variant].var(0, ddof=1).mean()),
                     binding=binding,
                 )
@@ -109,29 +130,37 @@ def run(setting: Setting, seed: int = 0) -> dict:
         )
         checks.append(
             Check(
-                claim="1. the HT input aggregation is unbiased, where the cap K binds too",
+                claim="1. the HT input aggregation is unbiased",
                 module="theory/unbiased.py",
                 measured=measured,
-                criterion=(
-                    f"HT: every |z| < {threshold:.2f} (Bonferroni, 1 %), and the cap binds in "
-                    f">= {100 * MIN_BINDING:g}% of (target, draw) pairs"
-                ),
-                passed=bool(ht["max_abs_z"] < threshold and binding >= MIN_BINDING),
+                criterion=f"HT: every |z| < {threshold:.2f} (Bonferroni, 1 %)",
+                passed=bool(ht["max_abs_z"] < threshold),
             )
         )
+    largest = max(setting.unbiased_fractions)
+    binding = next(r["binding"] for r in rows if r["fraction"] == largest)
+    checks.append(
+        Check(
+            claim="1b. the unbiasedness test reaches the cap K, where a defect in q_v shows",
+            module="theory/unbiased.py",
+            measured=f"rho={largest:g}: |N_C(v)| > K in {100 * binding:.1f}% of (target, draw)",
+            criterion=f">= {100 * MIN_BINDING:g}% at the largest tested fraction",
+            passed=bool(binding >= MIN_BINDING),
+        )
+    )
     return {"checks": checks, "rows": rows}
 
 
 def table(result: dict) -> str:
     lines = [
         "| cache fraction | estimator | nodes | max abs z | threshold | nodes rejected "
-        "| mean bias | rms bias | mean variance |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| mean bias | mean relative bias | rms bias | mean variance |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         lines.append(
             f"| {100 * r['fraction']:g} % | {r['label']} | {r['targets']} | {r['max_abs_z']:.2f} "
             f"| {r['threshold']:.2f} | {100 * r['rejected']:.1f} % | {r['mean_bias']:+.4f} "
-            f"| {r['rms_bias']:.4f} | {r['mean_var']:.4g} |"
+            f"| {100 * r['rel_bias']:+.1f} % | {r['rms_bias']:.4f} | {r['mean_var']:.4g} |"
         )
     return "\n".join(lines)

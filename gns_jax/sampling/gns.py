@@ -63,6 +63,9 @@ def cache_first_layer(
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Up to ``max_fanout`` cached neighbours, topped up to ``min_fanout`` from the rest. Jittable.
 
+    Both draws are uniform: the cached picks are a uniform subset of ``N_C(v)``, the top-up a
+    uniform subset of the non-cached neighbours (tests/test_gns.py checks both with chi-square).
+
     Returns ``(nbrs, edge_mask, num_cached_nbrs, from_cache)``: ``[max_dst, width]`` neighbour ids
     and mask with ``width = max(min_fanout, max_fanout)``, ``|N_C(v)|`` per destination, and
     whether each pick came from the cache.
@@ -87,6 +90,12 @@ def cache_first_layer(
         return nbrs_c, mask_c, num_cached, mask_c
     other = DeviceTopology(cache.other_indptr, cache.other_indices)
     nbrs_o, mask_o, _ = expand_layer(key_o, other, dst, min_fanout)
+    # Floyd's columns are a uniform subset but not in a uniform order (and a short row is in
+    # storage order): shuffle each row's picks, so that the first `shortfall` are uniform too.
+    noise = jax.random.uniform(jax.random.fold_in(key_o, 1), nbrs_o.shape)
+    order = jnp.argsort(jnp.where(mask_o, noise, 2.0), axis=1)
+    nbrs_o = jnp.take_along_axis(nbrs_o, order, axis=1)
+    mask_o = jnp.take_along_axis(mask_o, order, axis=1)
     shortfall = jnp.maximum(min_fanout - take_c, 0)
     # Column c of the row holds the c-th cached pick, then the (c - take_c)-th top-up pick.
     index_o = jnp.clip(cols - take_c[:, None], 0, min_fanout - 1)
@@ -313,11 +322,11 @@ class GNSSampler:
             )
         if weights not in WEIGHTS:
             raise ConfigError("weights", f"unknown '{weights}' (known: {WEIGHTS})")
-        if weights == "ht" and lo > 0:
+        if weights in ("ht", "hajek", "clipped", "minimum") and lo > 0:
             raise ConfigError(
                 "input_fanout",
-                "Horvitz-Thompson weights need an input-layer minimum of 0 "
-                "(top-ups from non-cached neighbours have no inclusion probability)",
+                f"{weights} weights need an input-layer minimum of 0 (top-ups from non-cached "
+                "neighbours have no inclusion probability)",
             )
         if not weight_clip > 0:
             raise ConfigError("weight_clip", f"must be a positive number, got {weight_clip}")
