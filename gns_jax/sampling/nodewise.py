@@ -3,13 +3,13 @@
 For every destination node ``v`` of a layer with fan-out ``K``: ``min(K, d_v)`` distinct
 in-neighbours drawn uniformly without replacement (all of them when ``d_v <= K``; none for an
 isolated node), each edge with the mean-aggregation coefficient ``1 / min(K, d_v)``. Shapes come
-from a :class:`~gns_jax.sampling.blocks.Budget`; nothing in the per-batch path loops over nodes in
+from a :class:`~gns_jax.sampling.budget.Budget`; nothing in the per-batch path loops over nodes in
 Python.
 
 The topology lives on a JAX device (:class:`DeviceTopology`); the relabelling of sampled nodes to
-local slots uses node-sized scratch arrays (scatters, no sort), which STACK.md measured as far
-cheaper under jit than ``jnp.unique`` or a sort, and otherwise works over the sampled entries
-only: no pass over all nodes (a ``jnp.nonzero`` over a node-sized bitmap cost 13-25 ms per layer
+local slots uses node-sized scratch arrays (scatters, no sort), measured far cheaper under jit
+on a CPU than ``jnp.unique`` (about 210 ms a batch) or a sort (36 ms) of the same slots, and
+otherwise works over the sampled entries only: no pass over all nodes (a ``jnp.nonzero`` over a node-sized bitmap cost 13-25 ms per layer
 on a 2.4M-node graph on a CPU, whatever the layer's size).
 """
 
