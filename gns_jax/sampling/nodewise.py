@@ -9,8 +9,9 @@ Python.
 The topology lives on a JAX device (:class:`DeviceTopology`); the relabelling of sampled nodes to
 local slots uses node-sized scratch arrays (scatters, no sort), measured far cheaper under jit
 on a CPU than ``jnp.unique`` (about 210 ms a batch) or a sort (36 ms) of the same slots, and
-otherwise works over the sampled entries only: no pass over all nodes (a ``jnp.nonzero`` over a node-sized bitmap cost 13-25 ms per layer
-on a 2.4M-node graph on a CPU, whatever the layer's size).
+otherwise works over the sampled entries only: no pass over all nodes (a ``jnp.nonzero`` over a
+node-sized bitmap cost 13-25 ms per layer on a 2.4M-node graph on a CPU, whatever the layer's
+size).
 """
 
 from __future__ import annotations
