@@ -36,3 +36,33 @@ def test_our_ns_sampling_rate_runs_on_a_calibrated_budget(capsys):
     seeds = [data.train_idx[i * 64 : (i + 1) * 64] for i in range(10)]
     assert bench_epoch.ns_sampling_rate(data, args, seeds) > 0
     assert "overflowed" not in capsys.readouterr().err
+
+
+def test_a_grid_runs_resumably_and_never_pools_unlike_configurations(tmp_path):
+    import pytest
+
+    from experiments import estimators
+    from experiments.grid import Run, groups, load_runs, run_grid
+
+    spec = "synthetic:nodes=400,degree=6,features=8,classes=3"
+    base = ("--epochs", "2", "--batch-size", "32", "--fanouts", "4,3", "--hidden", "8")
+    runs = [
+        Run(spec, "ns", 0, (*base, "--sampler", "ns")),
+        Run(spec, "hajek 5%", 0, (*base, "--gns-weights", "hajek", "--cache-fraction", "0.05")),
+        Run(spec, "hajek 5%", 1, (*base, "--gns-weights", "hajek", "--cache-fraction", "0.05")),
+    ]
+    paths = run_grid(runs, tmp_path)
+    stamps = [p.stat().st_mtime_ns for p in paths]
+    assert run_grid(runs, tmp_path) == paths  # completed runs are not run again
+    assert [p.stat().st_mtime_ns for p in paths] == stamps
+    results = load_runs(paths, runs)
+    grouped = groups(results)
+    assert sorted(len(v) for v in grouped.values()) == [1, 2]
+    lines = estimators.table(results)
+    assert any("| hajek 5% |" in line and "| 2 |" in line for line in lines)
+    assert estimators.plot(results, tmp_path / "figures")[0].stat().st_size > 0
+    # a label shared by two cache fractions would average them: refused
+    other = json.loads(paths[2].read_text()) | {"label": "hajek 5%"}
+    other["config"] = other["config"] | {"cache_fraction": 0.2}
+    with pytest.raises(ValueError, match="different configurations"):
+        groups([*results[:2], other])

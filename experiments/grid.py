@@ -1,0 +1,150 @@
+"""Runs a grid of ``gns-jax train`` configurations and aggregates it without pooling unlike runs.
+
+Every run is one ``gns-jax train`` process (its own memory, the persistent compilation cache
+shared) writing its JSON results (``docs/results.md``) to ``OUT/runs/<name>.json``; a run whose
+file says ``"status": "completed"`` is not run again, so a grid can be stopped and restarted.
+Aggregation groups runs by dataset and label and refuses to pool runs whose configurations differ
+in anything but the seed (:func:`groups`), so a 1 % and a 20 % cache never average together.
+
+Used by ``experiments/estimators.py`` (the input-layer estimators against NS) and by any script
+that needs runs side by side with one command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Run", "environment_line", "groups", "load_runs", "run_grid"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One ``gns-jax train`` run: ``args`` are its options (``--dataset`` and ``--seed`` apart)."""
+
+    dataset: str
+    label: str
+    seed: int
+    args: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        digest = hashlib.sha256(
+            json.dumps([self.dataset, self.args, self.seed]).encode()
+        ).hexdigest()[:10]
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.dataset).name)
+        label = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.label)
+        return f"{safe}__{label}__s{self.seed}__{digest}"
+
+    def command(self, out: Path) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "gns_jax",
+            "train",
+            "--dataset",
+            self.dataset,
+            "--seed",
+            str(self.seed),
+            *self.args,
+            "--quiet",
+            "--out",
+            str(out),
+        ]
+
+
+def _completed(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text()).get("status") == "completed"
+    except (OSError, ValueError):
+        return False
+
+
+def run_grid(runs: Iterable[Run], out: Path, *, env: dict | None = None) -> list[Path]:
+    """Runs every run not completed yet, in order; returns the JSON paths of all runs."""
+    runs = list(runs)
+    folder = out / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, run in enumerate(runs):
+        path = folder / f"{run.name}.json"
+        paths.append(path)
+        if _completed(path):
+            continue
+        start = time.perf_counter()
+        print(
+            f"[{i + 1}/{len(runs)}] {run.dataset} {run.label} seed {run.seed}",
+            file=sys.stderr,
+            flush=True,
+        )
+        proc = subprocess.run(
+            run.command(path), env={**os.environ, **(env or {})}, capture_output=True, text=True
+        )
+        if proc.returncode != 0:
+            print(proc.stderr[-2000:], file=sys.stderr)
+            raise SystemExit(f"run {run.name} failed with exit status {proc.returncode}")
+        print(f"    done in {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
+    return paths
+
+
+def load_runs(paths: Iterable[Path], runs: Iterable[Run]) -> list[dict]:
+    """The completed results, each with its run's ``label`` added."""
+    out = []
+    for path, run in zip(paths, runs):
+        if _completed(path):
+            result = json.loads(path.read_text())
+            result["label"] = run.label
+            out.append(result)
+    return out
+
+
+_SEED_KEYS = ("seed", "split_seed")
+
+
+def groups(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Results grouped by ``(dataset, label)``; raises if a group mixes configurations."""
+    out: dict[tuple[str, str], list[dict]] = {}
+    for r in results:
+        out.setdefault((r["dataset"], r["label"]), []).append(r)
+    for key, members in out.items():
+        configs = {
+            json.dumps(
+                {k: v for k, v in m["config"].items() if k not in _SEED_KEYS}, sort_keys=True
+            )
+            for m in members
+        }
+        if len(configs) > 1:
+            raise ValueError(f"{key}: runs with different configurations share a label")
+    return out
+
+
+def mean_std(values) -> tuple[float, float]:
+    values = np.asarray([v for v in values if v is not None], dtype=float)
+    if values.size == 0:
+        return float("nan"), float("nan")
+    return float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0
+
+
+def environment_line(results: list[dict]) -> str:
+    """Hardware, versions and commit beside every table."""
+    env = results[0]["environment"] if results else {}
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        commit = "unknown"
+    return (
+        f"Ran on {env.get('cpu', '?')} ({env.get('cores', '?')} cores, "
+        f"{env.get('memory_gib', '?')} GiB), {env.get('backend', '?')} backend, "
+        f"jax {env.get('jax', '?')}, python {env.get('python', '?')}; commit {commit}."
+    )
