@@ -117,13 +117,12 @@ def plot(results: list[dict], folder: Path) -> list[Path]:
         for i, label in enumerate(labels):
             members = grouped[(dataset, label)]
             curve = _val_curve(members)
-            style = "k-" if label == "ns" else "-"
-            color = None if label == "ns" else f"C{i % 10}"
-            axes[0].plot(np.arange(1, len(curve) + 1), 100 * np.array(curve), style,
+            color = "k" if label == "ns" else f"C{i % 10}"
+            axes[0].plot(np.arange(1, len(curve) + 1), 100 * np.array(curve), "-",
                          color=color, lw=2 if label == "ns" else 1, label=label)  # fmt: skip
             acc = [100 * r["test_accuracy"] for r in members]
             rows = [r["h2d_rows_per_batch"] for r in members]
-            axes[1].scatter(rows, acc, color="k" if label == "ns" else color, label=label, s=18)
+            axes[1].scatter(rows, acc, color=color, label=label, s=18)
         axes[0].set_xlabel("epoch")
         axes[0].set_ylabel("validation accuracy % (mean over seeds)")
         axes[0].set_title(dataset)
