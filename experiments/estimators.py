@@ -21,12 +21,13 @@ command's defaults, 3 epochs, caches of 0.1 %, 1 % and 5 %.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from experiments.grid import Run, environment_line, groups, load_runs, mean_std, run_grid
+from experiments.grid import Run, environment_line, groups, mean_std, run_grid
 
 REAL = (
     "cora",
@@ -56,6 +57,31 @@ def grid(name: str, datasets, seeds, estimators, fractions) -> list[Run]:
                     args += ("--cache-fraction", str(f))
                     runs.append(Run(dataset, f"{est} {100 * f:g}%", seed, args))
     return runs
+
+
+def label_of(result: dict) -> str:
+    """The configuration's name in tables and plots, from its recorded options."""
+    config = result["config"]
+    if config["sampler"] == "ns":
+        return "ns"
+    label = f"{config['gns_weights']} {100 * config['cache_fraction']:g}%"
+    if config.get("cache_dist", "degree") != "degree":
+        label += f" {config['cache_dist']}"
+    return label
+
+
+def load_folder(folder: Path) -> list[dict]:
+    """Every completed run in ``folder/runs``, labelled by its configuration."""
+    results = []
+    for path in sorted((folder / "runs").glob("*.json")):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if result.get("status") == "completed":
+            result["label"] = label_of(result)
+            results.append(result)
+    return results
 
 
 def table(results: list[dict]) -> list[str]:
@@ -147,19 +173,18 @@ def main(argv=None) -> int:
     parser.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     parser.add_argument("--fractions", nargs="+", type=float, default=None)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--table-only", action="store_true", help="aggregate what has run")
+    parser.add_argument(
+        "--table-only", action="store_true", help="only aggregate what has run in --out"
+    )
     args = parser.parse_args(argv)
     if args.grid == "products" and not args.dataset:
         parser.error("--grid products needs --dataset DIR (a saved products-scale folder)")
     datasets = args.dataset or list(REAL)
     seeds = args.seeds or ([0, 1, 2] if args.grid == "real" else [0])
     fractions = args.fractions or ([0.01, 0.05] if args.grid == "real" else [0.001, 0.01, 0.05])
-    runs = grid(args.grid, datasets, seeds, args.estimators, fractions)
-    if args.table_only:
-        paths = [args.out / "runs" / f"{r.name}.json" for r in runs]
-    else:
-        paths = run_grid(runs, args.out)
-    results = load_runs(paths, runs)
+    if not args.table_only:
+        run_grid(grid(args.grid, datasets, seeds, args.estimators, fractions), args.out)
+    results = load_folder(args.out)  # every completed run in the folder, grids combined
     lines = ["# Input-layer estimators against node-wise sampling", "", *table(results), ""]
     lines.append(environment_line(results))
     (args.out / "estimators.md").write_text("\n".join(lines) + "\n")

@@ -56,6 +56,8 @@ def test_a_grid_runs_resumably_and_never_pools_unlike_configurations(tmp_path):
     assert run_grid(runs, tmp_path) == paths  # completed runs are not run again
     assert [p.stat().st_mtime_ns for p in paths] == stamps
     results = load_runs(paths, runs)
+    assert [estimators.label_of(r) for r in results] == [r.label for r in runs]
+    assert len(estimators.load_folder(tmp_path)) == 3
     grouped = groups(results)
     assert sorted(len(v) for v in grouped.values()) == [1, 2]
     lines = estimators.table(results)
