@@ -82,6 +82,7 @@ class Setting:
     conv_evals: int = 8  # full-gradient evaluations per run, evenly spaced
     power_iterations: int = 20
     # 5. prediction
+    predict_datasets: tuple[str, ...] = ("amazon_photo",)
     predict_fractions: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
     predict_nodes: int = 400
     predict_samples: int = 32
@@ -123,15 +124,16 @@ FULL = Setting(
     estimator_fractions=(0.001, 0.01, 0.05, 0.2),
     estimator_draws=4000,
     grad_fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
-    grad_estimators=("ht", "hajek", "clipped", "exact"),
+    grad_estimators=("ht", "hajek", "exact"),
     grad_samples=128,
     grad_batches=8,
-    conv_fractions=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
+    conv_fractions=(0.01, 0.02, 0.05, 0.1, 0.2, 0.5),
     conv_estimators=("ht", "hajek"),
     conv_horizons=(250, 500, 1000),
-    conv_seeds=5,
+    conv_seeds=4,
     conv_evals=12,
-    predict_nodes=2000,
+    predict_datasets=("amazon_photo", "amazon_computers", "coauthor_cs", "cora"),
+    predict_nodes=1000,
     predict_samples=128,
 )
 SETTINGS = {s.name: s for s in (TINY, SMALL, FULL)}

@@ -123,9 +123,9 @@ def predict_graph(dataset: str, setting: Setting, seed: int) -> dict:
 
 
 def run(setting: Setting, seed: int = 0, measured: dict | None = None) -> dict:
-    """Predictions on ``setting.model_dataset``; ``measured`` maps ``(dataset, estimator)`` to the
-    proper size claim 4 measured (absent: nothing to compare)."""
-    graphs = [predict_graph(setting.model_dataset, setting, seed)]
+    """Predictions on ``setting.predict_datasets``; ``measured`` maps ``(dataset, estimator)`` to
+    the proper size claim 4 (or an accuracy experiment) measured (absent: nothing to compare)."""
+    graphs = [predict_graph(name, setting, seed) for name in setting.predict_datasets]
     checks = []
     for g in graphs:
         for est in ESTIMATORS:
