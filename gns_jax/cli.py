@@ -190,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="clipped weights: a sampled cached neighbour stands for at most this many",
     )
     train.add_argument(
+        "--ladies-nodes",
+        type=_positive_int,
+        default=defaults.ladies_nodes,
+        help="LADIES (--sampler ladies): nodes sampled in every layer",
+    )
+    train.add_argument(
         "--seed", type=_non_negative_int, default=defaults.seed, help="seed of every random stream"
     )
     train.add_argument(
@@ -398,6 +404,7 @@ def _config(args: argparse.Namespace):
         cache_first=args.cache_first,
         gns_weights=args.gns_weights,
         weight_clip=args.weight_clip,
+        ladies_nodes=args.ladies_nodes,
         prefetch=args.prefetch,
         budget=args.budget,
         checkpoint_dir=args.checkpoint_dir,

@@ -26,6 +26,7 @@ from gns_jax.loader import BUDGETS, Loader
 from gns_jax.models import GraphSAGE
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.gns import WEIGHT_CLIP, WEIGHTS, GNSSampler
+from gns_jax.sampling.ladies import LADIESSampler
 from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "prepare_features",
 ]
 
-SAMPLERS = ("gns", "ns")
+SAMPLERS = ("gns", "ns", "ladies")
 EVAL_MODES = ("auto", "exact", "sampled")
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
 
@@ -51,7 +52,8 @@ class TrainConfig:
 
     ``fanouts`` are listed from the output layer to the input layer, as on the command line
     (PyG's ``num_neighbors`` order); the model has ``len(fanouts)`` layers. With GNS the input
-    layer's entry is replaced by ``input_fanout = (min, max)``, taken from the cache.
+    layer's entry is replaced by ``input_fanout = (min, max)``, taken from the cache; LADIES
+    samples ``ladies_nodes`` nodes in every layer instead.
 
     ``budget`` sets the static sizes of a batch: ``worst`` is the exact worst case (no batch can
     overflow it); ``calibrated`` sizes each layer from the real sizes of the first batches
@@ -89,6 +91,7 @@ class TrainConfig:
     input_fanout: tuple[int, int] = (0, 10)
     cache_first: bool = False
     gns_weights: str = "ht"
+    ladies_nodes: int = 512
     weight_clip: float = WEIGHT_CLIP
     prefetch: int = 2
     budget: str = "auto"
@@ -110,7 +113,14 @@ class TrainConfig:
                 "eval_fanouts",
                 f"one per layer: {len(self.fanouts)} (as fanouts), got {len(self.eval_fanouts)}",
             )
-        for name in ("epochs", "batch_size", "hidden", "eval_every", "cache_refresh"):
+        for name in (
+            "epochs",
+            "batch_size",
+            "hidden",
+            "eval_every",
+            "cache_refresh",
+            "ladies_nodes",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(name, f"must be a positive integer, got {getattr(self, name)}")
         for name in ("seed", "prefetch", "checkpoint_every"):
@@ -195,6 +205,8 @@ def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None)
     size = batch_size(dataset, config) if size is None else size
     if config.sampler == "ns":
         return NodeWiseSampler(dataset.graph, config.fanouts, size)
+    if config.sampler == "ladies":  # the same nodes in every layer, one layer per fan-out
+        return LADIESSampler(dataset.graph, (config.ladies_nodes,) * len(config.fanouts), size)
     return GNSSampler(
         dataset.graph,
         config.fanouts,

@@ -2,7 +2,8 @@
 
 ``blocks`` (the padded block format), ``budget`` (static sizes, worst case, calibration),
 ``base`` (the sampler interface, seed padding), ``nodewise`` (uniform node-wise sampling, the NS
-baseline) and ``gns`` (Global Neighbor Sampling). Fan-outs are listed output layer first.
+baseline), ``gns`` (Global Neighbor Sampling) and ``ladies`` (layer-wise importance sampling,
+the LADIES baseline). Fan-outs are listed output layer first.
 """
 
 from gns_jax.sampling.base import Sampler, pad_seeds
@@ -14,6 +15,7 @@ from gns_jax.sampling.blocks import (
 )
 from gns_jax.sampling.budget import Budget, LayerSizes, bucket
 from gns_jax.sampling.gns import GNSSampler
+from gns_jax.sampling.ladies import LADIESSampler
 from gns_jax.sampling.nodewise import DeviceTopology, NodeWiseSampler, sample_without_replacement
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "Budget",
     "DeviceTopology",
     "GNSSampler",
+    "LADIESSampler",
     "LayerSizes",
     "MiniBatch",
     "NodeWiseSampler",

@@ -65,13 +65,17 @@ class MiniBatch(NamedTuple):
       seed_mask: bool ``[max_seeds]``.
       overflow: int32 ``[num_layers]``, nodes and edges per layer that did not fit the budget.
         Always 0 under a worst-case budget; a non-zero entry means the batch is invalid (never
-        trained on: ``fit`` grows a calibrated budget and samples the batch again).
+        trained on: the loader grows a calibrated budget and samples the batch again).
+      sizes: int32 ``[num_layers, 2]`` or None: the source nodes beyond the destinations and the
+        edge slots each layer needed, for samplers whose needs are not the block's real content
+        (LADIES scans more entries than it keeps); None means "count the block".
     """
 
     blocks: tuple[Block, ...]
     seeds: jax.Array
     seed_mask: jax.Array
     overflow: jax.Array
+    sizes: jax.Array | None = None
 
     @property
     def input_nodes(self) -> jax.Array:

@@ -120,7 +120,10 @@ class Budget(NamedTuple):
 
 @jax.jit
 def _layer_sizes(batch) -> tuple[jax.Array, jax.Array]:
-    """Per block (input first): source nodes that are not destinations, and real edges."""
+    """Per block (input first): source nodes that are not destinations, and edge slots needed
+    (the real edges, unless the sampler reports its needs in ``batch.sizes``)."""
+    if batch.sizes is not None:
+        return batch.sizes[:, 0], batch.sizes[:, 1]
     new = [jnp.sum(b.src_nodes >= 0) - jnp.sum(b.dst_mask) for b in batch.blocks]
     edges = [jnp.sum(b.edge_weight != 0) for b in batch.blocks]
     return jnp.stack(new), jnp.stack(edges)
