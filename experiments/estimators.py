@@ -79,7 +79,7 @@ def load_folder(folder: Path) -> list[dict]:
         except (OSError, ValueError):
             continue
         if result.get("status") == "completed":
-            result["label"] = label_of(result)
+            result["label"] = result.get("label") or label_of(result)
             results.append(result)
     return results
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Run", "environment_line", "groups", "load_runs", "run_grid"]
+__all__ = ["Run", "environment_line", "groups", "load_folder", "load_runs", "run_grid"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,8 +92,22 @@ def run_grid(runs: Iterable[Run], out: Path, *, env: dict | None = None) -> list
         if proc.returncode != 0:
             print(proc.stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"run {run.name} failed with exit status {proc.returncode}")
+        result = json.loads(path.read_text())
+        result["label"] = run.label  # what aggregation groups by
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, path)
         print(f"    done in {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
     return paths
+
+
+def load_folder(folder: Path) -> list[dict]:
+    """Every completed run in ``folder/runs`` (each carries its ``label``)."""
+    results = []
+    for path in sorted((folder / "runs").glob("*.json")):
+        if _completed(path):
+            results.append(json.loads(path.read_text()))
+    return results
 
 
 def load_runs(paths: Iterable[Path], runs: Iterable[Run]) -> list[dict]:

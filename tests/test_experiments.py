@@ -38,33 +38,45 @@ def test_our_ns_sampling_rate_runs_on_a_calibrated_budget(capsys):
     assert "overflowed" not in capsys.readouterr().err
 
 
-def test_a_grid_runs_resumably_and_never_pools_unlike_configurations(tmp_path):
+def test_groups_never_pool_unlike_configurations():
     import pytest
 
     from experiments import estimators
-    from experiments.grid import Run, groups, load_runs, run_grid
+    from experiments.grid import groups
 
-    spec = "synthetic:nodes=400,degree=6,features=8,classes=3"
-    base = ("--epochs", "2", "--batch-size", "32", "--fanouts", "4,3", "--hidden", "8")
-    runs = [
-        Run(spec, "ns", 0, (*base, "--sampler", "ns")),
-        Run(spec, "hajek 5%", 0, (*base, "--gns-weights", "hajek", "--cache-fraction", "0.05")),
-        Run(spec, "hajek 5%", 1, (*base, "--gns-weights", "hajek", "--cache-fraction", "0.05")),
-    ]
-    paths = run_grid(runs, tmp_path)
-    stamps = [p.stat().st_mtime_ns for p in paths]
-    assert run_grid(runs, tmp_path) == paths  # completed runs are not run again
-    assert [p.stat().st_mtime_ns for p in paths] == stamps
-    results = load_runs(paths, runs)
-    assert [estimators.label_of(r) for r in results] == [r.label for r in runs]
-    assert len(estimators.load_folder(tmp_path)) == 3
-    grouped = groups(results)
-    assert sorted(len(v) for v in grouped.values()) == [1, 2]
-    lines = estimators.table(results)
-    assert any("| hajek 5% |" in line and "| 2 |" in line for line in lines)
-    assert estimators.plot(results, tmp_path / "figures")[0].stat().st_size > 0
-    # a label shared by two cache fractions would average them: refused
-    other = json.loads(paths[2].read_text()) | {"label": "hajek 5%"}
-    other["config"] = other["config"] | {"cache_fraction": 0.2}
+    def result(seed, **config):
+        base = {"sampler": "gns", "gns_weights": "hajek", "cache_fraction": 0.05, "seed": seed}
+        return {"dataset": "d", "config": base | config, "label": "hajek 5%"}
+
+    same = [result(0), result(1)]
+    assert list(groups(same)) == [("d", "hajek 5%")]
+    assert estimators.label_of(same[0]) == "hajek 5%"
+    assert estimators.label_of(result(0, sampler="ns")) == "ns"
     with pytest.raises(ValueError, match="different configurations"):
-        groups([*results[:2], other])
+        groups([*same, result(2, cache_fraction=0.2)])  # a 5 % and a 20 % cache: refused
+
+
+def test_the_comparison_command_writes_its_table_and_plots(tmp_path):
+    from experiments import compare
+
+    spec = "synthetic:nodes=500,degree=6,features=8,classes=3"
+    options = ["--epochs", "2", "--batch-size", "32", "--fanouts", "4,3", "--hidden", "8"]
+    code = compare.main(
+        ["--datasets", spec, "--seeds", "0", "--out", str(tmp_path), "--", *options]
+    )
+    assert code == 0
+    text = (tmp_path / "compare.md").read_text()
+    for label in ("NS", "LADIES (512)", "LADIES (5000)", "GNS"):
+        assert f"| {label} |" in text
+    assert "| NS | " in text and "| 1.00x |" in text  # NS's speed-up over itself
+    assert "commit" in text and (tmp_path / "figures").is_dir()
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 4
+    labels = {json.loads(p.read_text())["label"] for p in (tmp_path / "runs").glob("*.json")}
+    assert labels == {"NS", "LADIES (512)", "LADIES (5000)", "GNS"}
+    # completed runs are not run again
+    from experiments.grid import Run, run_grid
+
+    stamps = sorted(p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*.json"))
+    runs = [Run(spec, label, 0, (*options, *opts)) for label, opts in compare.comparison()]
+    run_grid(runs, tmp_path)
+    assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*.json")) == stamps
