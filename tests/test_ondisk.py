@@ -166,3 +166,50 @@ def test_cli_save_then_train_on_the_mapped_folder(tmp_path):
     assert run.returncode == 0, run.stderr
     result = json.loads(out.read_text())
     assert result["num_nodes"] == 400 and 0 <= result["test_accuracy"] <= 1
+
+
+def _ogb_binary_dir(ds, root, unlabelled=()):
+    """ogbn-papers100M's binary layout: raw/data.npz and raw/node-label.npz, splits as csv.gz."""
+    senders, receivers = ds.graph.edges()
+    once = senders < receivers
+    (root / "raw").mkdir(parents=True)
+    np.savez(
+        root / "raw" / "data.npz",
+        edge_index=np.stack([senders[once], receivers[once]]).astype(np.int64),
+        node_feat=ds.features.astype(np.float16),  # papers100M stores float16
+        num_nodes_list=np.array([ds.num_nodes]),
+    )
+    labels = ds.labels.astype(np.float32)[:, None]
+    labels[list(unlabelled)] = np.nan
+    np.savez_compressed(root / "raw" / "node-label.npz", node_label=labels)
+    split = root / "split" / "time"
+    for part, idx in (("train", ds.train_idx), ("valid", ds.val_idx), ("test", ds.test_idx)):
+        _write(split / part, idx, "csv.gz")
+    return root
+
+
+def test_ogb_binary_layout_reads_back_the_same_dataset(tiny_dataset, tmp_path):
+    node = int(tiny_dataset.test_idx[0])
+    ds = dataclasses.replace(tiny_dataset, test_idx=tiny_dataset.test_idx[1:])
+    root = _ogb_binary_dir(ds, tmp_path / "ogbn-papers-tiny", unlabelled=[node])
+    loaded = load_dataset(str(root))
+    assert loaded.split == "ogb:time" and loaded.labels[node] == -1
+    np.testing.assert_array_equal(loaded.graph.indptr, ds.graph.indptr)
+    np.testing.assert_array_equal(loaded.graph.indices, ds.graph.indices)
+    np.testing.assert_allclose(loaded.features, ds.features.astype(np.float16), rtol=0)
+    np.testing.assert_array_equal(loaded.train_idx, ds.train_idx)
+
+
+def test_ogb_binary_errors_name_the_file(tiny_dataset, tmp_path):
+    root = _ogb_binary_dir(tiny_dataset, tmp_path / "b")
+    data = dict(np.load(root / "raw" / "data.npz"))
+    np.savez(root / "raw" / "data.npz", **(data | {"num_nodes_list": np.array([7])}))
+    with pytest.raises(DatasetError, match=r"data\.npz: 'num_nodes_list' says"):
+        read_ogb(root)
+    np.savez(root / "raw" / "data.npz", node_feat=data["node_feat"])
+    with pytest.raises(DatasetError, match=r"data\.npz: no 'edge_index'"):
+        read_ogb(root)
+    (root / "raw" / "node-label.npz").write_bytes(b"PK\x03\x04 truncated")
+    np.savez(root / "raw" / "data.npz", **data)
+    with pytest.raises(DatasetError, match=r"node-label\.npz"):
+        read_ogb(root)

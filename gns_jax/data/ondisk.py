@@ -32,8 +32,15 @@ or the file, never the spec the dataset was generated from.
     DIR/split/<name>/train.*, valid.*, test.*   node ids
 
 each file as ``.npy``, plain ``.csv`` or gzipped ``.csv.gz`` (comma-separated, no header, every
-line with the same number of fields). The graph is symmetrised on reading (OGB's
-``to_undirected``), self-loops and duplicate edges are dropped. Class ids must be contiguous.
+line with the same number of fields), or OGB's binary layout (``ogbn-papers100M``)::
+
+    DIR/raw/data.npz           edge_index [2, E], node_feat [N, F], num_nodes_list [1]
+    DIR/raw/node-label.npz     node_label [N] or [N, 1]; NaN for unlabelled nodes
+
+read through :func:`~gns_jax.data.formats.open_npz` (every member's header checked before
+anything is allocated; the arrays are read into memory). The graph is symmetrised on reading
+(OGB's ``to_undirected``), self-loops and duplicate edges are dropped. Class ids must be
+contiguous.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from gns_jax.data.dataset import MAX_NODES, Dataset, class_count, memory_budget
-from gns_jax.data.formats import npy_header
+from gns_jax.data.formats import npy_header, open_npz
 from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph, from_edges
 
@@ -249,7 +256,35 @@ def _find(folder: Path, stem: str) -> Path | None:
 
 
 def is_ogb_dir(path: Path) -> bool:
-    return _find(path / "raw", "edge") is not None and (path / "split").is_dir()
+    raw = path / "raw"
+    layout = _find(raw, "edge") is not None or (raw / "data.npz").is_file()
+    return layout and (path / "split").is_dir()
+
+
+def _binary_arrays(raw: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, str]:
+    """``(edges [E, 2], features, labels, where_graph, where_labels)`` of the binary layout."""
+    graph, where = open_npz(raw / "data.npz")
+    for key in ("edge_index", "node_feat"):
+        if key not in graph:
+            raise DatasetError(f"{where}: no '{key}' array (have: {sorted(graph)})")
+    edges = np.asarray(graph["edge_index"])
+    if edges.ndim != 2 or edges.shape[0] != 2:
+        raise DatasetError(f"{where}: 'edge_index' must have shape [2, E], got {edges.shape}")
+    if not np.issubdtype(edges.dtype, np.integer):
+        raise DatasetError(f"{where}: 'edge_index' must be integers, got {edges.dtype}")
+    features = np.asarray(graph["node_feat"])
+    if "num_nodes_list" in graph:
+        count = np.asarray(graph["num_nodes_list"]).reshape(-1)
+        if count.size != 1 or features.ndim < 1 or int(count[0]) != features.shape[0]:
+            raise DatasetError(
+                f"{where}: 'num_nodes_list' says {count.tolist()[:3]} nodes, 'node_feat' has "
+                f"shape {features.shape}"
+            )
+    label_path = raw / "node-label.npz"
+    labels, label_where = open_npz(label_path)
+    if "node_label" not in labels:
+        raise DatasetError(f"{label_where}: no 'node_label' array (have: {sorted(labels)})")
+    return edges.T, features, np.asarray(labels["node_label"]), where, label_where
 
 
 def read_table(path: Path, dtype, columns: int | None = None) -> np.ndarray:
@@ -336,12 +371,18 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     (non-negative or NaN for unlabelled). Errors name the file."""
     folder = Path(folder)
     raw = folder / "raw"
-    edge_path = _find(raw, "edge")
-    feat_path = _find(raw, "node-feat")
-    label_path = _find(raw, "node-label")
-    for what, p in (("edge", edge_path), ("node-feat", feat_path), ("node-label", label_path)):
-        if p is None:
-            raise DatasetError(f"{raw}: no {what}.npy, {what}.csv or {what}.csv.gz")
+    binary = (raw / "data.npz").is_file()
+    if binary:
+        edges, features, raw_labels, where, label_where = _binary_arrays(raw)
+        edge_path = feat_path = Path(where)
+        label_path = Path(label_where)
+    else:
+        edge_path = _find(raw, "edge")
+        feat_path = _find(raw, "node-feat")
+        label_path = _find(raw, "node-label")
+        for what, p in (("edge", edge_path), ("node-feat", feat_path), ("node-label", label_path)):
+            if p is None:
+                raise DatasetError(f"{raw}: no {what}.npy, {what}.csv or {what}.csv.gz")
     splits = sorted(p for p in (folder / "split").iterdir() if p.is_dir())
     if not splits:
         raise DatasetError(f"{folder / 'split'}: no split folder (e.g. split/sales_ranking/)")
@@ -349,7 +390,9 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     if not chosen.is_dir():
         raise DatasetError(f"{chosen}: no such split (have: {', '.join(p.name for p in splits)})")
 
-    features = read_table(feat_path, np.float32)
+    if not binary:
+        features = read_table(feat_path, np.float32)
+    features = np.asarray(features, dtype=np.float32)
     if features.ndim == 1:
         features = features[:, None]
     if features.ndim != 2 or not 1 <= features.shape[0] <= MAX_NODES:
@@ -358,14 +401,15 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
             f"{features.shape}"
         )
     n = features.shape[0]
-    count_path = _find(raw, "num-node-list")
+    count_path = None if binary else _find(raw, "num-node-list")
     if count_path is not None:
         count = read_table(count_path, np.int64).reshape(-1)
         if count.size != 1 or int(count[0]) != n:
             raise DatasetError(
                 f"{count_path}: says {count.tolist()[:3]} nodes, {feat_path} has {n} rows"
             )
-    edges = read_table(edge_path, np.int64)
+    if not binary:
+        edges = read_table(edge_path, np.int64)
     if edges.ndim != 2 or 2 not in edges.shape:
         raise DatasetError(f"{edge_path}: expected an [E, 2] table, got shape {edges.shape}")
     if edges.shape[1] != 2:
@@ -376,7 +420,9 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
             f"{int(edges.min())}..{int(edges.max())}"
         )
     graph = from_edges(edges[:, 0], edges[:, 1], n, name=str(edge_path))
-    raw_labels = read_table(label_path, np.float64)
+    if not binary:
+        raw_labels = read_table(label_path, np.float64)
+    raw_labels = np.asarray(raw_labels, dtype=np.float64)
     if raw_labels.ndim == 2 and raw_labels.shape[1] == 1:
         raw_labels = raw_labels[:, 0]
     if raw_labels.shape != (n,):
