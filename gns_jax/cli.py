@@ -173,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     gns.add_argument(
         "--cache-first",
         action="store_true",
-        help="upper layers take cached neighbours first and fill up uniformly from the rest",
+        help="upper layers take cached neighbours first and fill up uniformly from the rest; "
+        "their 1/k weights are then BIASED towards cached neighbours (theory/README.md gives "
+        "the measured size; the JSON says biased_upper_layers)",
     )
     gns.add_argument(
         "--gns-weights",

@@ -455,6 +455,9 @@ def _metrics(
             "growths": loader.growths,
         },
         "feature_norm": norm,
+        # cache-first upper layers weight 1/k over a selection that prefers cached neighbours:
+        # biased (theory/README.md measures by how much)
+        "biased_upper_layers": bool(config.sampler == "gns" and config.cache_first),
         "evaluation": None if evaluator is None else eval_mode,
         "resumed_from_step": resumed_from,
         "peak_rss_gib": peak_rss_gib(),
