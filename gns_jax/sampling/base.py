@@ -14,19 +14,21 @@ the model consumes them.
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import jax
 import numpy as np
 
 from gns_jax.errors import ConfigError
+from gns_jax.instrument import CompileCounter
 from gns_jax.sampling.blocks import MiniBatch
 from gns_jax.sampling.budget import Budget
 
 if TYPE_CHECKING:  # pragma: no cover
     from gns_jax.cache import DeviceCache
 
-__all__ = ["Sampler", "check_fanouts", "pad_seeds"]
+__all__ = ["JittedSampler", "Sampler", "check_fanouts", "pad_seeds"]
 
 
 @runtime_checkable
@@ -102,3 +104,44 @@ def pad_seeds(seeds: np.ndarray, budget: Budget) -> np.ndarray:
     out = np.full(budget.max_seeds, -1, dtype=np.int32)
     out[: seeds.shape[0]] = seeds
     return out
+
+
+class JittedSampler:
+    """What every sampler of this package shares: a jitted sampling function per budget (kept
+    by every :meth:`with_budget` copy, so a budget seen before compiles no more), a count of its
+    compilations, and seed padding. A subclass sets ``budget``, ``batch_size``, ``fanouts`` and
+    ``topology``, calls :meth:`_start`, and implements :meth:`_function` (the sampling function
+    of a budget, to be jitted) and :meth:`sample`."""
+
+    uses_cache = False
+    cache_size = 0
+    needs_other = False
+
+    def _start(self) -> None:
+        self._traces = CompileCounter()
+        self._jitted: dict = {}
+        self._sample = self._jit(self.budget)
+
+    def _function(self, budget: Budget):
+        raise NotImplementedError
+
+    def _jit(self, budget: Budget):
+        if budget not in self._jitted:
+            self._jitted[budget] = jax.jit(self._traces.wrap(self._function(budget)))
+        return self._jitted[budget]
+
+    @property
+    def compilations(self) -> int:
+        """Traces (compilations) of the jitted sampling function, all budgets together."""
+        return self._traces.count
+
+    def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
+        """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
+        return pad_seeds(seeds, self.budget)
+
+    def with_budget(self, budget: Budget):
+        """The same sampler (same device topology) with other static sizes."""
+        other = copy.copy(self)
+        other.budget = budget
+        other._sample = self._jit(budget)
+        return other

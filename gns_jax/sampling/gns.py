@@ -32,18 +32,15 @@ Upper layers always carry the mean coefficient ``1/k``.
 
 from __future__ import annotations
 
-import copy
 import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from gns_jax.cache import DeviceCache
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
-from gns_jax.instrument import CompileCounter
-from gns_jax.sampling.base import check_fanouts, pad_seeds
+from gns_jax.sampling.base import JittedSampler, check_fanouts
 from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
@@ -278,7 +275,7 @@ def gns_budget(
     return budget._replace(max_src=(max_dst + new + 1, *budget.max_src[1:]))
 
 
-class GNSSampler:
+class GNSSampler(JittedSampler):
     """Global Neighbor Sampling with per-layer ``(min, max)`` fan-outs, jitted once per budget.
 
     Args:
@@ -358,14 +355,10 @@ class GNSSampler:
         self.needs_other = any(
             first and lo > 0 for first, lo in zip(self.cache_first, self.min_fanouts)
         )
-        self._traces = CompileCounter()
-        self._jitted = {}  # budget -> jitted sampling function, shared by with_budget copies
-        self._sample = self._jit(self.budget)
+        self._start()
 
-    def _jit(self, budget: Budget):
-        if budget in self._jitted:
-            return self._jitted[budget]
-        fn = functools.partial(
+    def _function(self, budget: Budget):
+        return functools.partial(
             sample_gns_blocks,
             min_fanouts=self.min_fanouts,
             max_fanouts=self.max_fanouts,
@@ -374,24 +367,6 @@ class GNSSampler:
             budget=budget,
             clip=self.weight_clip,
         )
-        self._jitted[budget] = jax.jit(self._traces.wrap(fn))
-        return self._jitted[budget]
-
-    @property
-    def compilations(self) -> int:
-        """Traces (compilations) of the jitted sampling function, all budgets together."""
-        return self._traces.count
-
-    def with_budget(self, budget: Budget) -> GNSSampler:
-        """The same sampler (same device topology) with other static sizes; jitted anew."""
-        other = copy.copy(self)
-        other.budget = budget
-        other._sample = self._jit(budget)
-        return other
-
-    def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
-        """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
-        return pad_seeds(seeds, self.budget)
 
     def sample(self, key: jax.Array, seeds: jax.Array, cache: DeviceCache | None = None):
         """Samples a batch with the current cache (its shapes are fixed, so no recompilation)."""

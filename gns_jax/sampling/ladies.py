@@ -24,7 +24,6 @@ largest degrees summed), calibrated like every budget. A batch reports the sizes
 
 from __future__ import annotations
 
-import copy
 import functools
 
 import jax
@@ -33,8 +32,7 @@ import numpy as np
 
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
-from gns_jax.instrument import CompileCounter
-from gns_jax.sampling.base import pad_seeds
+from gns_jax.sampling.base import JittedSampler
 from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 from gns_jax.sampling.nodewise import DeviceTopology, relabel
@@ -155,7 +153,7 @@ def ladies_budget(batch_size: int, samples: tuple[int, ...], degree: np.ndarray)
     return Budget(batch_size + 1, tuple(reversed(max_src)), tuple(reversed(max_edges)))
 
 
-class LADIESSampler:
+class LADIESSampler(JittedSampler):
     """LADIES with ``fanouts`` nodes per layer (output layer first), jitted once per budget.
 
     Args:
@@ -165,9 +163,6 @@ class LADIESSampler:
     """
 
     name = "ladies"
-    uses_cache = False
-    cache_size = 0
-    needs_other = False
 
     def __init__(
         self,
@@ -190,28 +185,10 @@ class LADIESSampler:
         self.budget = ladies_budget(self.batch_size, self._samples, graph.degrees())
         self.topology = DeviceTopology.from_graph(graph, device)
         self.num_nodes = graph.num_nodes
-        self._traces = CompileCounter()
-        self._jitted = {}
-        self._sample = self._jit(self.budget)
+        self._start()
 
-    def _jit(self, budget: Budget):
-        if budget not in self._jitted:
-            fn = functools.partial(sample_ladies_blocks, samples=self._samples, budget=budget)
-            self._jitted[budget] = jax.jit(self._traces.wrap(fn))
-        return self._jitted[budget]
-
-    @property
-    def compilations(self) -> int:
-        return self._traces.count
-
-    def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
-        return pad_seeds(seeds, self.budget)
-
-    def with_budget(self, budget: Budget) -> LADIESSampler:
-        other = copy.copy(self)
-        other.budget = budget
-        other._sample = self._jit(budget)
-        return other
+    def _function(self, budget: Budget):
+        return functools.partial(sample_ladies_blocks, samples=self._samples, budget=budget)
 
     def sample(self, key: jax.Array, seeds: jax.Array, cache=None) -> MiniBatch:
         """Samples a batch; the cache, if given, is not read."""

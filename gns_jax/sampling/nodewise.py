@@ -16,7 +16,6 @@ size).
 
 from __future__ import annotations
 
-import copy
 import functools
 from typing import NamedTuple
 
@@ -26,8 +25,7 @@ import numpy as np
 
 from gns_jax.errors import GraphError
 from gns_jax.graph import CSRGraph
-from gns_jax.instrument import CompileCounter
-from gns_jax.sampling.base import check_fanouts, pad_seeds
+from gns_jax.sampling.base import JittedSampler, check_fanouts
 from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 
@@ -255,7 +253,7 @@ def sample_blocks(
     )
 
 
-class NodeWiseSampler:
+class NodeWiseSampler(JittedSampler):
     """Uniform node-wise sampling with fixed fan-outs, jitted once per budget.
 
     Args:
@@ -272,9 +270,6 @@ class NodeWiseSampler:
     """
 
     name = "ns"
-    uses_cache = False
-    cache_size = 0
-    needs_other = False
 
     def __init__(
         self,
@@ -291,32 +286,10 @@ class NodeWiseSampler:
         self.budget = budget or Budget.worst_case(self.batch_size, self._widths, graph.num_nodes)
         self.topology = DeviceTopology.from_graph(graph, device)
         self.num_nodes = graph.num_nodes
-        self._traces = CompileCounter()
-        self._jitted = {}  # budget -> jitted sampling function, shared by with_budget copies
-        self._sample = self._jit(self.budget)
+        self._start()
 
-    def _jit(self, budget: Budget):
-        if budget in self._jitted:
-            return self._jitted[budget]
-        fn = functools.partial(sample_blocks, widths=self._widths, budget=budget)
-        self._jitted[budget] = jax.jit(self._traces.wrap(fn))
-        return self._jitted[budget]
-
-    @property
-    def compilations(self) -> int:
-        """Traces (compilations) of the jitted sampling function, all budgets together."""
-        return self._traces.count
-
-    def pad_seeds(self, seeds: np.ndarray) -> np.ndarray:
-        """Host-side: pads up to ``budget.max_seeds`` with -1 (the last slot is always a dummy)."""
-        return pad_seeds(seeds, self.budget)
-
-    def with_budget(self, budget: Budget) -> NodeWiseSampler:
-        """The same sampler (same device topology) with other static sizes; jitted anew."""
-        other = copy.copy(self)
-        other.budget = budget
-        other._sample = self._jit(budget)
-        return other
+    def _function(self, budget: Budget):
+        return functools.partial(sample_blocks, widths=self._widths, budget=budget)
 
     def sample(self, key: jax.Array, seeds: jax.Array, cache=None) -> MiniBatch:
         """Samples a batch; ``seeds`` as returned by :meth:`pad_seeds` (host or device). The
