@@ -28,7 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.grid import Run, environment_line, groups, load_folder, mean_std, run_grid
+from experiments.grid import (
+    Run,
+    environment_line,
+    groups,
+    load_folder,
+    mean_std,
+    plot_per_dataset,
+    run_grid,
+)
 
 SMALL_GRAPH_OPTIONS = ("--fanouts", "25,10", "--lr", "0.01", "--epochs", "100")
 GNS = ("--sampler", "gns", "--cache-fraction", "0.01")  # the default estimator
@@ -96,25 +104,17 @@ def table(results: list[dict]) -> list[str]:
 
 
 def plot(results: list[dict], folder: Path) -> list[Path]:
-    import matplotlib
+    """Accuracy against epoch time, rows moved per batch, validation accuracy against wall time."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder.mkdir(parents=True, exist_ok=True)
-    grouped = groups(results)
-    paths = []
-    for dataset in sorted({d for d, _ in grouped}):
-        labels = sorted(lab for d, lab in grouped if d == dataset)
-        fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    def draw(axes, dataset, labels, grouped):
         for i, label in enumerate(labels):
             members = grouped[(dataset, label)]
             color = "k" if label == "NS" else f"C{i % 10}"
             acc = [100 * r["test_accuracy"] for r in members]
-            times = [r["epoch_time_s"] for r in members]
-            axes[0].scatter(times, acc, color=color, label=label, s=20)
-            rows = mean_std([r["h2d_rows_per_batch"] for r in members])[0]
-            axes[1].barh(label, rows, color=color)
+            axes[0].scatter([r["epoch_time_s"] for r in members], acc, color=color, label=label,
+                            s=20)  # fmt: skip
+            axes[1].barh(label, mean_std([r["h2d_rows_per_batch"] for r in members])[0],
+                         color=color)  # fmt: skip
             first = members[0]
             wall = np.cumsum([e["time_s"] + e.get("eval_time_s", 0.0) for e in first["epochs"]])
             val = [e.get("val_accuracy") for e in first["epochs"]]
@@ -131,12 +131,8 @@ def plot(results: list[dict], folder: Path) -> list[Path]:
         axes[1].tick_params(axis="y", labelsize=6)
         axes[2].set_xlabel("wall time s (training and evaluation; first seed)")
         axes[2].set_ylabel("validation accuracy %")
-        fig.tight_layout()
-        path = folder / f"{Path(dataset).name}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+
+    return plot_per_dataset(results, folder, 3, draw)
 
 
 def main(argv=None) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.grid import Run, environment_line, groups, mean_std, run_grid
+from experiments.grid import Run, environment_line, groups, mean_std, plot_per_dataset, run_grid
 
 REAL = (
     "cora",
@@ -126,20 +126,9 @@ def _val_curve(members: list[dict]) -> list[float]:
 
 
 def plot(results: list[dict], folder: Path) -> list[Path]:
-    import matplotlib
+    """Validation accuracy against epoch, and test accuracy against rows moved."""
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    folder.mkdir(parents=True, exist_ok=True)
-    grouped = groups(results)
-    paths = []
-    for dataset in sorted({d for d, _ in grouped}):
-        labels = sorted(
-            (lab for d, lab in grouped if d == dataset),
-            key=lambda lab: (lab != "ns", lab.split()[0], _fraction(lab)),
-        )
-        fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    def draw(axes, dataset, labels, grouped):
         for i, label in enumerate(labels):
             members = grouped[(dataset, label)]
             curve = _val_curve(members)
@@ -157,12 +146,10 @@ def plot(results: list[dict], folder: Path) -> list[Path]:
         axes[1].set_xlabel("feature rows host -> device per batch")
         axes[1].set_ylabel("test accuracy % (one point per seed)")
         axes[1].legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        path = folder / f"{Path(dataset).name}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        paths.append(path)
-    return paths
+
+    order = lambda labels: sorted(labels, key=lambda lab: (lab != "ns", lab.split()[0],
+                                                           _fraction(lab)))  # fmt: skip
+    return plot_per_dataset(results, folder, 2, draw, order)
 
 
 def main(argv=None) -> int:

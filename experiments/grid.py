@@ -24,7 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Run", "environment_line", "groups", "load_folder", "load_runs", "run_grid"]
+from gns_jax.config import TrainConfig
+
+__all__ = [
+    "Run",
+    "environment_line",
+    "groups",
+    "load_folder",
+    "load_runs",
+    "mean_std",
+    "plot_per_dataset",
+    "run_grid",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,16 +140,42 @@ def groups(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
     out: dict[tuple[str, str], list[dict]] = {}
     for r in results:
         out.setdefault((r["dataset"], r["label"]), []).append(r)
+    # An option a run's version did not have yet counts as its default.
+    defaults = json.loads(json.dumps(TrainConfig().to_json()))
     for key, members in out.items():
         configs = {
             json.dumps(
-                {k: v for k, v in m["config"].items() if k not in _SEED_KEYS}, sort_keys=True
+                {k: v for k, v in (defaults | m["config"]).items() if k not in _SEED_KEYS},
+                sort_keys=True,
             )
             for m in members
         }
         if len(configs) > 1:
             raise ValueError(f"{key}: runs with different configurations share a label")
     return out
+
+
+def plot_per_dataset(results: list[dict], folder: Path, panels: int, draw, order=sorted):
+    """One figure of ``panels`` axes per dataset, ``folder/<dataset>.png``:
+    ``draw(axes, dataset, labels, grouped)`` fills it, ``order`` sorts its labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    grouped = groups(results)
+    paths = []
+    for dataset in sorted({d for d, _ in grouped}):
+        labels = order([lab for d, lab in grouped if d == dataset])
+        fig, axes = plt.subplots(1, panels, figsize=(5.3 * panels, 4.3))
+        draw(axes, dataset, labels, grouped)
+        fig.tight_layout()
+        path = folder / f"{Path(dataset).name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        paths.append(path)
+    return paths
 
 
 def mean_std(values) -> tuple[float, float]:

@@ -37,6 +37,7 @@ __all__ = [
     "draw_cache",
     "inclusion_probability",
     "min_variance_distribution",
+    "nonempty_probability",
     "snapshot_from_ids",
 ]
 
@@ -191,6 +192,8 @@ class DeviceCache(NamedTuple):
         (int32 ``[num_nodes + 1]`` and ``[max_cached_edges]``, padded with 0).
       other_indptr, other_indices: CSR of the non-cached in-neighbours (int32 ``[num_nodes + 1]``
         and ``[num_edges]``), for cache-first upper layers.
+      nonempty_prob: float32 ``[num_nodes]``, the probability that a node has a cached neighbour,
+        ``1 - (1 - sum_{u in N(v)} p_u)^m`` (:func:`nonempty_probability`).
     """
 
     node_ids: jax.Array
@@ -201,11 +204,27 @@ class DeviceCache(NamedTuple):
     cached_indices: jax.Array
     other_indptr: jax.Array
     other_indices: jax.Array
+    nonempty_prob: jax.Array
 
     @property
     def size(self) -> int:
         """``m``, the static number of cache slots (also the index of the dummy row)."""
         return self.node_ids.shape[0]
+
+
+def nonempty_probability(graph: CSRGraph, inclusion: np.ndarray, num_draws: int) -> np.ndarray:
+    """``P(N_C(v) non-empty) = 1 - (1 - sum_{u in N(v)} p_u)^m`` for every node: no draw lands in
+    ``v``'s neighbourhood otherwise. ``p`` is recovered exactly from ``pi = 1 - (1 - p)^m``, so
+    the inclusion probabilities of a snapshot suffice. Host-side, one pass over the edges."""
+    pi = np.clip(np.asarray(inclusion, dtype=np.float64), 0.0, 1.0)
+    with np.errstate(divide="ignore"):
+        p = -np.expm1(np.log1p(-pi) / num_draws)
+    counts = np.diff(graph.indptr)
+    mass = np.zeros(graph.num_nodes)
+    rows = counts > 0
+    mass[rows] = np.add.reduceat(p[graph.indices], graph.indptr[:-1][rows])
+    with np.errstate(divide="ignore"):
+        return -np.expm1(num_draws * np.log1p(-np.minimum(mass, 1.0)))
 
 
 def max_cached_edges(graph: CSRGraph, num_draws: int) -> int:
@@ -238,6 +257,7 @@ def build_device_cache(
     edge_capacity: int | None = None,
     with_other: bool = True,
     means: np.ndarray | None = None,
+    nonempty: np.ndarray | None = None,
 ) -> tuple[DeviceCache, float]:
     """Builds the device arrays of a snapshot; returns them and the host build time in seconds.
 
@@ -251,6 +271,8 @@ def build_device_cache(
         :func:`gns_jax.features.neighbour_means`); the cache then also holds the cached nodes'
         mean rows: ``features`` is ``[2m + 1, F]`` (rows, then mean rows, then the dummy) and
         ``slot_of`` has ``2 num_nodes + 1`` entries, ``num_nodes + v`` for ``v``'s mean row.
+      nonempty: :func:`nonempty_probability` of this snapshot's distribution, computed once by a
+        caller that refreshes the cache often (default: computed here).
     """
     start = time.perf_counter()
     m = snapshot.node_ids.shape[0]
@@ -283,6 +305,11 @@ def build_device_cache(
         cached_indices=cached_indices,
         other_indptr=other_indptr,
         other_indices=other_indices,
+        nonempty_prob=(
+            nonempty_probability(graph, snapshot.inclusion_prob, m)
+            if nonempty is None
+            else nonempty
+        ).astype(np.float32),
     )
     build_s = time.perf_counter() - start
     return put(host), build_s

@@ -45,6 +45,8 @@ from gns_jax.cache import (
     build_device_cache,
     cache_distribution,
     draw_cache,
+    inclusion_probability,
+    nonempty_probability,
     snapshot_from_ids,
 )
 from gns_jax.data import Dataset
@@ -257,6 +259,11 @@ class Loader:
                 num_steps=len(sampler.fanouts),
                 features=features,
             )
+            self._nonempty = nonempty_probability(
+                dataset.graph,
+                inclusion_probability(self._probs, sampler.cache_size),
+                sampler.cache_size,
+            )
         self.watch = Stopwatch()  # the input side's phases, first epoch excluded
         self.timed_batches = 0
         self._sizes = LayerSizes()
@@ -343,6 +350,7 @@ class Loader:
             put=functools.partial(self.meter.put, tag="cache"),
             with_other=self.worst.needs_other,
             means=self.means,
+            nonempty=self._nonempty,
         )
         jax.block_until_ready(self._cache)
         self._cache_epoch = epoch

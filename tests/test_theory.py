@@ -60,6 +60,10 @@ def test_hajek_closed_form_matches_enumeration_where_linearisation_is_exact():
         p0 = (1 - p[graph.neighbors(v)].sum()) ** m
         closed = variance.hajek_closed_form(graph, x, np.array([v]), p, m, k=10)[0]
         np.testing.assert_allclose(closed, p0 * 1.5**2, rtol=1e-10)
+        # scaled by 1 / (1 - P0): 1.5 / (1 - P0) w.p. 1 - P0, else 0; mean 1.5, so the MSE is
+        # the variance 1.5^2 P0 / (1 - P0)
+        scaled = variance.hajek_closed_form(graph, x, np.array([v]), p, m, k=10, scaled=True)[0]
+        np.testing.assert_allclose(scaled, 1.5**2 * p0 / (1 - p0), rtol=1e-10)
 
 
 def test_node_wise_closed_form_equals_exact_enumeration_of_subsets():
@@ -135,6 +139,7 @@ def test_claim_5_crossing_and_the_estimators_order():
     v = graph["v"]
     for i in range(2):
         assert v["exact"][i] == 0 < v["hajek"][i] < v["ht"][i]
+        assert v["hajek"][i] < v["hajek-scaled"][i]
     assert v["ht"][0] > v["ht"][1]  # the variance falls with the cache
     noise = graph["noise"]
     assert 0 < noise["upper"] < noise["ns"]  # an exact input layer removes some sampling error

@@ -32,7 +32,7 @@ from theory.common import Check, Setting
 from theory.problem import Problem
 from theory.variance import hajek_closed_form, item2, item3, ns_closed_form
 
-ESTIMATORS = ("ht", "hajek", "exact")
+ESTIMATORS = ("ht", "hajek", "hajek-scaled", "exact")
 FACTOR = 2.0
 
 
@@ -52,6 +52,9 @@ def input_mse(problem: Problem, targets, fractions, k: int) -> dict:
             ht.append(item2(x[u], p[u], m, u.size) + item3(x[u], p[u], m, u.size, k))
         out["ht"].append(float(np.mean(ht)))
         out["hajek"].append(float(np.mean(hajek_closed_form(graph, x, targets, p, m, k))))
+        out["hajek-scaled"].append(
+            float(np.mean(hajek_closed_form(graph, x, targets, p, m, k, scaled=True)))
+        )
         out["exact"].append(0.0)
     return out
 

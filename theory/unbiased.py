@@ -40,6 +40,7 @@ from theory.common import (
 VARIANTS = {
     "ht": "Horvitz-Thompson (unbiased)",
     "hajek": "Hajek (self-normalised HT)",
+    "hajek-scaled": "Hajek / P(a cached neighbour)",
     "clipped": "HT, 1/(pi q) clipped at 10",
     "minimum": "`minimum` bug weights",
     "none": "no weights (plain mean)",
@@ -75,7 +76,7 @@ def run(setting: Setting, seed: int = 0) -> dict:
             targets,
             fraction,
             setting.unbiased_draws,
-            weights=("ht", "hajek", "clipped", "minimum", "none"),
+            weights=("ht", "hajek", "hajek-scaled", "clipped", "minimum", "none"),
             **common,
         )
         wor = gns_input_draws(

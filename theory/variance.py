@@ -22,9 +22,9 @@ b. **Slope.** The mean over targets of the variance against the cache fraction i
 c. **No cached neighbour.** The fraction of (target, draw) pairs with ``N_C(v)`` empty against
    ``exp(-rho sum_u d_u / mean_degree)`` (item 4). Criterion: within 4 Monte Carlo standard errors
    plus the gap between that approximation and the exact ``(1 - sum_{u in N(v)} p_u)^m``.
-d. **Lower-variance estimators.** At a few fractions, the bias and variance of ``ht``, ``hajek``
-   and ``clipped`` with a degree-proportional cache and with the ``min-variance`` cache
-   distribution, against node-wise sampling's variance, with the closed forms where one exists
+d. **Lower-variance estimators.** At a few fractions, the bias and variance of ``ht``, ``hajek``,
+   ``hajek-scaled`` and ``clipped`` with a degree-proportional cache and with the
+   ``min-variance`` cache distribution, against node-wise sampling's variance, with the closed forms where one exists
    (:func:`hajek_closed_form`). Criterion: the ``min-variance`` distribution, the minimiser of
    the summed small-cache variance, gives HT a smaller mean variance than the degree-proportional
    cache at the smallest of these fractions (by more than 3 standard errors).
@@ -88,52 +88,58 @@ def item3(xu: np.ndarray, pu: np.ndarray, m: int, d: int, k: int) -> float:
     return n**2 * (1.0 - k / n) * s2 / k
 
 
-def closed_form_variance(
-    graph: CSRGraph, x: np.ndarray, targets: np.ndarray, p: np.ndarray, m: int
-) -> np.ndarray:
-    """Variance item 2 (:func:`item2`) at every target; ``x`` is ``[N]`` or ``[N, F]``."""
+def _over_targets(graph: CSRGraph, x: np.ndarray, targets: np.ndarray, term) -> np.ndarray:
+    """``term(x_u rows, neighbours u, degree)`` at every target with neighbours (0 elsewhere)."""
     x = _rows(x)
     out = np.zeros(targets.size)
     for i, v in enumerate(targets):
         u = graph.neighbors(int(v))
         if u.size:
-            out[i] = item2(x[u], p[u], m, u.size)
+            out[i] = term(x[u], u, u.size)
     return out
+
+
+def closed_form_variance(
+    graph: CSRGraph, x: np.ndarray, targets: np.ndarray, p: np.ndarray, m: int
+) -> np.ndarray:
+    """Variance item 2 (:func:`item2`) at every target; ``x`` is ``[N]`` or ``[N, F]``."""
+    return _over_targets(graph, x, targets, lambda xu, u, d: item2(xu, p[u], m, d))
 
 
 def subsample_term(
     graph: CSRGraph, x: np.ndarray, targets: np.ndarray, p: np.ndarray, m: int, k: int
 ) -> np.ndarray:
     """Variance item 3 by a plug-in (:func:`item3`) at every target."""
-    x = _rows(x)
-    out = np.zeros(targets.size)
-    for i, v in enumerate(targets):
-        u = graph.neighbors(int(v))
-        if u.size:
-            out[i] = item3(x[u], p[u], m, u.size, k)
-    return out
+    return _over_targets(graph, x, targets, lambda xu, u, d: item3(xu, p[u], m, d, k))
 
 
 def hajek_closed_form(
-    graph: CSRGraph, x: np.ndarray, targets: np.ndarray, p: np.ndarray, m: int, k: int
+    graph: CSRGraph,
+    x: np.ndarray,
+    targets: np.ndarray,
+    p: np.ndarray,
+    m: int,
+    k: int,
+    scaled: bool = False,
 ) -> np.ndarray:
-    """The Hajek estimator's mean squared error by linearisation: with ``P0 = (1 - sum_{u in
-    N(v)} p_u)^m`` the probability that ``v`` has no cached neighbour (the estimate is then 0),
-    ``(1 - P0) Var_HT(x_u - mu_v) + P0 ||mu_v||^2``, where ``Var_HT(e)`` is items 2 and 3 for the
-    residuals ``e_u = x_u - mu_v`` (the ratio estimator's first-order error is the HT estimator
-    of the residuals)."""
-    x = _rows(x)
-    out = np.zeros(targets.size)
-    for i, v in enumerate(targets):
-        u = graph.neighbors(int(v))
-        if u.size == 0:
-            continue
-        mu = x[u].mean(0)
-        resid = x[u] - mu
-        var = item2(resid, p[u], m, u.size) + item3(resid, p[u], m, u.size, k)
-        p0 = float(np.exp(m * np.log1p(-min(p[u].sum(), 1.0 - 1e-15))))
-        out[i] = (1.0 - p0) * var + p0 * float(np.sum(mu**2))
-    return out
+    """The Hajek estimator's mean squared error by linearisation. With ``P0 = (1 - sum_{u in
+    N(v)} p_u)^m`` the probability that ``v`` has no cached neighbour (the estimate is then 0)
+    and ``V = Var_HT(x_u - mu_v)``, items 2 and 3 for the residuals ``e_u = x_u - mu_v`` (the
+    ratio estimator's first-order error is the HT estimator of the residuals):
+    ``(1 - P0) V + P0 ||mu_v||^2`` for ``hajek``; for ``hajek-scaled`` (divided by ``1 - P0``,
+    unbiased to first order) ``(V + P0 ||mu_v||^2) / (1 - P0)``."""
+
+    def term(xu, u, d):
+        mu = xu.mean(0)
+        resid = xu - mu
+        var = item2(resid, p[u], m, d) + item3(resid, p[u], m, d, k)
+        p0 = float(np.exp(m * np.log1p(-min(p[u].sum(), 1.0 - 1e-15))))  # (1 - sum p_u)^m
+        square = float(np.sum(mu**2))
+        if scaled:
+            return (var + p0 * square) / max(1.0 - p0, 1e-300)
+        return (1.0 - p0) * var + p0 * square
+
+    return _over_targets(graph, x, targets, term)
 
 
 def ns_closed_form(graph: CSRGraph, x: np.ndarray, targets: np.ndarray, k: int) -> np.ndarray:
@@ -181,7 +187,7 @@ def compare_estimators(graph, x, targets, setting: Setting, seed: int) -> tuple[
                 fraction,
                 setting.estimator_draws,
                 fanout=k,
-                weights=("ht", "hajek", "clipped"),
+                weights=("ht", "hajek", "hajek-scaled", "clipped"),
                 dist=dist,
                 seed=seed + 3,
             )
@@ -189,6 +195,7 @@ def compare_estimators(graph, x, targets, setting: Setting, seed: int) -> tuple[
                 "ht": closed_form_variance(graph, x, targets, p, m)
                 + subsample_term(graph, x, targets, p, m, k),
                 "hajek": hajek_closed_form(graph, x, targets, p, m, k),
+                "hajek-scaled": hajek_closed_form(graph, x, targets, p, m, k, scaled=True),
             }
             for name, values in d.values.items():
                 bias2 = (values.mean(0) - mu) ** 2

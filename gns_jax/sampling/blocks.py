@@ -81,6 +81,18 @@ class MiniBatch(NamedTuple):
     def input_nodes(self) -> jax.Array:
         return self.blocks[0].src_nodes
 
+    @classmethod
+    def from_layers(cls, seeds, blocks, overflow, sizes=None) -> MiniBatch:
+        """The batch of per-layer results listed **output layer first**, as samplers produce
+        them top-down (stored input layer first). Jittable."""
+        return cls(
+            blocks=tuple(reversed(blocks)),
+            seeds=seeds,
+            seed_mask=seeds >= 0,
+            overflow=jnp.stack(overflow[::-1]),
+            sizes=None if sizes is None else jnp.stack(sizes[::-1]),
+        )
+
 
 def block_to_graphs_tuple(block: Block) -> jraph.GraphsTuple:
     """A block as a one-graph ``jraph.GraphsTuple`` over its source slots.

@@ -18,6 +18,8 @@ Input-layer edge weights (``weights=``):
   computed from the realised cache (the official code's last version, ``GNS_yelp_test.py``, with
   the correct ``max``). Then ``E[sum_u w_uv x_u] = mean_{u in N(v)} x_u`` exactly
   (``docs/algorithm.md``, "Why the weights are unbiased").
+* ``"hajek"``, ``"hajek-scaled"``, ``"clipped"``, ``"exact"``: the lower-variance estimators of
+  ``docs/algorithm.md`` (:func:`input_weights`, :func:`exact_input_block`).
 * ``"minimum"``: the same with the bug of ``new_sample.py``/``GNS_yelp_new.py``,
   ``q_v = K / min(|N_C(v)|, K)``; it scales each aggregate by ``min(|N_C|, K) / max(|N_C|, K)``
   and is biased (kept for ablations).
@@ -47,7 +49,7 @@ from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
 
-WEIGHTS = ("ht", "hajek", "clipped", "exact", "minimum", "none", "heuristic")
+WEIGHTS = ("ht", "hajek", "hajek-scaled", "clipped", "exact", "minimum", "none", "heuristic")
 WEIGHT_CLIP = 10.0  # default bound of the clipped weights' inverse probability
 
 
@@ -122,7 +124,9 @@ def input_weights(
     for: ``ht`` is ``inv / d_v``; ``hajek`` is ``inv / sum_{u' in S_v} inv_u'v`` (the
     self-normalised ratio estimator: the HT estimate of the neighbours' sum over the HT estimate
     of their number; the weights of a node sum to 1, and to 0 when nothing was sampled);
-    ``clipped`` is ``min(inv, clip) / d_v``.
+    ``hajek-scaled`` is ``hajek`` divided by ``P(N_C(v) non-empty)`` (``cache.nonempty_prob``),
+    so that, empty neighbourhoods included, its mean is the neighbourhood mean to first order,
+    the scale exact evaluation sees; ``clipped`` is ``min(inv, clip) / d_v``.
     """
     take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
     if kind == "none":
@@ -131,7 +135,7 @@ def input_weights(
     degree = (topology.indptr[safe + 1] - topology.indptr[safe]).astype(jnp.float32)[:, None]
     n_c = num_cached.astype(jnp.float32)[:, None]
     k = jnp.float32(max_fanout)
-    if kind in ("ht", "hajek", "clipped"):
+    if kind in ("ht", "hajek", "hajek-scaled", "clipped"):
         q = jnp.minimum(1.0, k / jnp.maximum(n_c, 1.0))  # K / max(|N_C|, K)
     elif kind == "minimum":
         q = k / jnp.maximum(jnp.minimum(n_c, k), 1.0)  # the official code's bug: K / min(|N_C|, K)
@@ -142,8 +146,11 @@ def input_weights(
         weight = 1.0 / (jnp.maximum(degree, 1.0) * jnp.maximum(pi, 1e-30) * q)
         return jnp.where(edge_mask, weight, 0.0)
     inv = jnp.where(edge_mask, 1.0 / (jnp.maximum(pi, 1e-30) * q), 0.0)
-    if kind == "hajek":
-        return inv / jnp.maximum(jnp.sum(inv, axis=1, keepdims=True), 1e-30)
+    if kind in ("hajek", "hajek-scaled"):
+        weight = inv / jnp.maximum(jnp.sum(inv, axis=1, keepdims=True), 1e-30)
+        if kind == "hajek":
+            return weight
+        return weight / jnp.maximum(cache.nonempty_prob[safe], 1e-30)[:, None]
     return jnp.minimum(inv, clip) / jnp.maximum(degree, 1.0)  # clipped
 
 
@@ -250,12 +257,7 @@ def sample_gns_blocks(
         if layer > 0 and weights == "heuristic":
             importance = _propagate(importance, block, dst, topology, hi)
         dst = block.src_nodes
-    return MiniBatch(
-        blocks=tuple(reversed(blocks)),
-        seeds=seeds,
-        seed_mask=seeds >= 0,
-        overflow=jnp.stack(overflow[::-1]),
-    )
+    return MiniBatch.from_layers(seeds, blocks, overflow)
 
 
 def gns_budget(
@@ -319,7 +321,7 @@ class GNSSampler(JittedSampler):
             )
         if weights not in WEIGHTS:
             raise ConfigError("weights", f"unknown '{weights}' (known: {WEIGHTS})")
-        if weights in ("ht", "hajek", "clipped", "minimum") and lo > 0:
+        if weights in ("ht", "hajek", "hajek-scaled", "clipped", "minimum") and lo > 0:
             raise ConfigError(
                 "input_fanout",
                 f"{weights} weights need an input-layer minimum of 0 (top-ups from non-cached "

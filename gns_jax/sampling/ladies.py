@@ -130,13 +130,7 @@ def sample_ladies_blocks(
         overflow.append(over)
         sizes.append(size)
         dst = block.src_nodes
-    return MiniBatch(
-        blocks=tuple(reversed(blocks)),
-        seeds=seeds,
-        seed_mask=seeds >= 0,
-        overflow=jnp.stack(overflow[::-1]),
-        sizes=jnp.stack(sizes[::-1]),
-    )
+    return MiniBatch.from_layers(seeds, blocks, overflow, sizes)
 
 
 def ladies_budget(batch_size: int, samples: tuple[int, ...], degree: np.ndarray) -> Budget:

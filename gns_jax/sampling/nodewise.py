@@ -245,12 +245,7 @@ def sample_blocks(
         blocks.append(block)
         overflow.append(over)
         dst = block.src_nodes
-    return MiniBatch(
-        blocks=tuple(reversed(blocks)),
-        seeds=seeds,
-        seed_mask=seeds >= 0,
-        overflow=jnp.stack(overflow[::-1]),
-    )
+    return MiniBatch.from_layers(seeds, blocks, overflow)
 
 
 class NodeWiseSampler(JittedSampler):
