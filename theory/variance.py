@@ -25,9 +25,10 @@ c. **No cached neighbour.** The fraction of (target, draw) pairs with ``N_C(v)``
 d. **Lower-variance estimators.** At a few fractions, the bias and variance of ``ht``, ``hajek``,
    ``hajek-scaled`` and ``clipped`` with a degree-proportional cache and with the
    ``min-variance`` cache distribution, against node-wise sampling's variance, with the closed
-   forms where one exists (:func:`hajek_closed_form`). Criterion: the ``min-variance`` distribution, the minimiser of
-   the summed small-cache variance, gives HT a smaller mean variance than the degree-proportional
-   cache at the smallest of these fractions (by more than 3 standard errors).
+   forms where one exists (:func:`hajek_closed_form`). Criterion: the ``min-variance``
+   distribution, the minimiser of the summed small-cache variance, gives HT a smaller mean
+   variance than the degree-proportional cache at the smallest of these fractions (by more than
+   3 standard errors).
 """
 
 from __future__ import annotations
