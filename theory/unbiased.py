@@ -7,8 +7,8 @@ and ``z_v = (mean_R h_v - mu_v) / SE_v`` is formed with the Monte Carlo standard
 
 Criterion, fixed before the run: every ``|z_v|`` below the two-sided Bonferroni threshold for the
 number of targets at family-wise level 1 % (about 3.9 for 300 targets). Check 1b: at the largest
-tested fraction the cap ``K`` binds (``|N_C(v)| > K``) in at least 1 % of the (target, draw)
-pairs, since a defect in ``q_v`` shows only there: a quarter of the targets are the
+tested fraction at least 5 targets see the cap ``K`` bind (``|N_C(v)| > K``) in at least 5 % of
+their draws, since a defect in ``q_v`` shows only there: a quarter of the targets are the
 highest-degree testable nodes. The tests put each defect of :mod:`theory.mutations` into the
 library and assert that check 1 then fails.
 
@@ -47,7 +47,8 @@ VARIANTS = {
     "wor": "cache without replacement",
     "cache-first": "cache-first upper layer (1/k), x = log(1 + d)",
 }
-MIN_BINDING = 0.01  # the cap must bind in at least this share of (target, draw) pairs
+BINDING_RATE = 0.05  # a target "reaches the cap" when |N_C(v)| > K in this share of its draws
+MIN_BINDING_TARGETS = 5  # check 1b: at least this many such targets
 
 
 def z_scores(values: np.ndarray, exact: np.ndarray) -> np.ndarray:
@@ -99,7 +100,9 @@ def run(setting: Setting, seed: int = 0) -> dict:
         values = {**draws.values, "wor": wor.values["ht"], "cache-first": first.values["none"]}
         truth = {v: mu[targets] for v in VARIANTS}
         truth["cache-first"] = exact_means(graph, log_degree)[targets]
-        binding = float(np.mean(draws.num_cached > setting.fanout))
+        per_target = np.mean(draws.num_cached > setting.fanout, axis=0)
+        binding = float(per_target.mean())
+        binding_targets = int(np.sum(per_target >= BINDING_RATE))
         for variant, label in VARIANTS.items():
             z = z_scores(values[variant], truth[variant])
             bias = values[variant].mean(0) - truth[variant]
@@ -117,6 +120,7 @@ def run(setting: Setting, seed: int = 0) -> dict:
                     rel_bias=float(np.mean(bias / np.maximum(np.abs(truth[variant]), 1e-12))),
                     mean_var=float(values[variant].var(0, ddof=1).mean()),
                     binding=binding,
+                    binding_targets=binding_targets,
                 )
             )
         ht = next(r for r in rows if r["fraction"] == fraction and r["variant"] == "ht")
@@ -139,14 +143,21 @@ def run(setting: Setting, seed: int = 0) -> dict:
             )
         )
     largest = max(setting.unbiased_fractions)
-    binding = next(r["binding"] for r in rows if r["fraction"] == largest)
+    row = next(r for r in rows if r["fraction"] == largest)
     checks.append(
         Check(
             claim="1b. the unbiasedness test reaches the cap K, where a defect in q_v shows",
             module="theory/unbiased.py",
-            measured=f"rho={largest:g}: |N_C(v)| > K in {100 * binding:.1f}% of (target, draw)",
-            criterion=f">= {100 * MIN_BINDING:g}% at the largest tested fraction",
-            passed=bool(binding >= MIN_BINDING),
+            measured=(
+                f"rho={largest:g}: |N_C(v)| > K in {100 * row['binding']:.1f}% of (target, draw) "
+                f"pairs; {row['binding_targets']} targets where it binds in >= "
+                f"{100 * BINDING_RATE:g}% of the draws"
+            ),
+            criterion=(
+                f">= {MIN_BINDING_TARGETS} such targets at the largest tested fraction (each "
+                f"gives ~{BINDING_RATE:g} R draws where a defect in q_v shows)"
+            ),
+            passed=bool(row["binding_targets"] >= MIN_BINDING_TARGETS),
         )
     )
     return {"checks": checks, "rows": rows}
