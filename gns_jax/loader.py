@@ -364,12 +364,14 @@ class Loader:
         return ids, seeds, counter
 
     def _calibrate(self, order: np.ndarray) -> None:
-        """Sizes the budget from the first batches, sampled under the worst case."""
+        """Sizes the budget from ``CALIBRATION_BATCHES`` samples under the worst case: the first
+        batches, or, when an epoch has fewer, its batches again with other keys (one batch
+        sampled once says little about the next samples of it)."""
         if self.budget_mode == "worst":
             self._active = self.worst
             return
-        for b in range(min(CALIBRATION_BATCHES, self.num_batches)):
-            _, seeds, counter = self._seeds(order, b, b, tag="calibration")
+        for i in range(CALIBRATION_BATCHES):
+            _, seeds, counter = self._seeds(order, i % self.num_batches, i, tag="calibration")
             key = jax.random.fold_in(self._calib_key, counter)
             self._sizes.observe(self._timed_sample(self.worst, key, seeds))
         active = self.worst.with_budget(self._sizes.budget(self.worst.budget, CALIBRATION_MARGIN))
