@@ -90,7 +90,7 @@ class TrainConfig:
     cache_dist: str = "degree"
     input_fanout: tuple[int, int] = (0, 10)
     cache_first: bool = False
-    gns_weights: str = "ht"
+    gns_weights: str = "hajek"  # the measured choice: docs/algorithm.md, experiments/README.md
     ladies_nodes: int = 512
     weight_clip: float = WEIGHT_CLIP
     prefetch: int = 2

@@ -96,7 +96,7 @@ def test_gns_blocks_satisfy_invariants(seed, cache_first):
     is_cached[snap.node_ids[: snap.num_cached]] = True
     k_in = 3
     sampler = GNSSampler(
-        graph, (4, 3, 2), 8, m, input_fanout=(0, k_in), cache_first_upper=cache_first
+        graph, (4, 3, 2), 8, m, input_fanout=(0, k_in), cache_first_upper=cache_first, weights="ht"
     )
     seeds = np.random.default_rng(seed).choice(graph.num_nodes, 6, replace=False)
     batch = jax.device_get(sampler.sample(jax.random.key(seed), sampler.pad_seeds(seeds), cache))

@@ -11,15 +11,17 @@ neighbours, all from the cache; the layers above take exactly their fan-out unif
 neighbours (``cache_first_upper=True`` makes them cache-first with ``(K, K)``; whether the
 paper's upper layers prefer cached neighbours is not known).
 
-Input-layer edge weights (``weights=``):
+Input-layer edge weights (``weights=``; the default is ``"hajek"``, chosen by the measurements of
+``experiments/README.md``):
 
-* ``"ht"`` (default): the Horvitz-Thompson weight ``w_uv = 1 / (d_v * pi_u * q_v)`` with
+* ``"ht"``: the Horvitz-Thompson weight ``w_uv = 1 / (d_v * pi_u * q_v)`` with
   ``pi_u = 1 - (1 - p_u)^m`` the cache-inclusion probability and ``q_v = min(1, K / |N_C(v)|)``
   computed from the realised cache (the official code's last version, ``GNS_yelp_test.py``, with
   the correct ``max``). Then ``E[sum_u w_uv x_u] = mean_{u in N(v)} x_u`` exactly
   (``docs/algorithm.md``, "Why the weights are unbiased").
-* ``"hajek"``, ``"hajek-scaled"``, ``"clipped"``, ``"exact"``: the lower-variance estimators of
-  ``docs/algorithm.md`` (:func:`input_weights`, :func:`exact_input_block`).
+* ``"hajek"`` (default), ``"hajek-scaled"``, ``"clipped"``, ``"exact"``: the lower-variance
+  estimators of ``docs/algorithm.md`` (:func:`input_weights`, :func:`exact_input_block`):
+  ``hajek`` divides the HT sum by the HT estimate of the neighbours' number.
 * ``"minimum"``: the same with the bug of ``new_sample.py``/``GNS_yelp_new.py``,
   ``q_v = K / min(|N_C(v)|, K)``; it scales each aggregate by ``min(|N_C|, K) / max(|N_C|, K)``
   and is biased (kept for ablations).
@@ -308,7 +310,7 @@ class GNSSampler(JittedSampler):
         *,
         input_fanout: tuple[int, int] = (0, 10),
         cache_first_upper: bool = False,
-        weights: str = "ht",
+        weights: str = "hajek",
         weight_clip: float = WEIGHT_CLIP,
         device: jax.Device | None = None,
     ):
