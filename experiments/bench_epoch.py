@@ -1,6 +1,7 @@
 """Epoch time, data movement and memory: GNS against node-wise sampling (NS), side by side.
 
-One graph, one process, the same model, fan-outs, batch size and batches. Each round trains every
+One graph, one process, the same model, fan-outs, batch size and batches (``--ladies 512 5000``
+adds LADIES with those nodes per layer). Each round trains every
 configuration for one warm-up epoch (compilation; not timed) and one timed epoch of ``--batches``
 batches, alternating between configurations, so that drifts in the machine's speed hit all of
 them alike; the report gives medians over rounds and the ratio of each to NS. GNS draws its cache
@@ -65,6 +66,10 @@ def configurations(args) -> dict[str, TrainConfig]:
                 configs[f"GNS {100 * fraction:g}% cache-first{tag}"] = dataclasses.replace(
                     b, sampler="gns", cache_fraction=fraction, cache_first=True
                 )
+        for nodes in getattr(args, "ladies", []):
+            configs[f"LADIES ({nodes}){tag}"] = dataclasses.replace(
+                b, sampler="ladies", ladies_nodes=nodes
+            )
     return configs
 
 
@@ -304,6 +309,9 @@ def main(argv=None) -> int:
     parser.add_argument("--hidden", type=int, default=256)
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.01])
     parser.add_argument("--cache-first", action="store_true", help="also cache-first upper layers")
+    parser.add_argument(
+        "--ladies", type=int, nargs="*", default=[], help="also LADIES with these nodes per layer"
+    )
     parser.add_argument("--prefetch", type=int, default=2)
     parser.add_argument(
         "--budgets",
