@@ -1,6 +1,7 @@
 # make test   : create .venv if missing, install gns-jax with its test extra, lint, run the tests
 # make train  : create .venv if missing, install, train on a shipped real dataset (CPU is fine)
 # make test-notebooks : run the teaching notebooks headlessly (.ci/run runs it after make test)
+# make test-parallel : multi-device training on forced CPU devices (.ci/run runs it after make test)
 # make notebooks : rebuild notebooks/*.ipynb from notebooks/src/*.py, outputs included
 # make theory : the numerical checks of theory/ in the report setting; rewrites theory/README.md
 # make peers  : optional peer environment .venv-peers (CPU PyTorch, PyG, torch-sparse from source)
@@ -12,7 +13,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-slow test-notebooks notebooks train theory peers lint format clean
+.PHONY: install test test-slow test-parallel test-notebooks notebooks train theory peers lint format clean
 
 install: $(STAMP)
 
@@ -31,6 +32,9 @@ test: lint
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+test-parallel: $(STAMP)
+	$(BIN)/python -m pytest -q -m parallel
 
 test-notebooks: $(STAMP)
 	$(BIN)/python -m pytest -q -m notebooks

@@ -241,6 +241,27 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.prefetch,
         help="batches the input thread prepares ahead while the device computes (0: no thread)",
     )
+    dist = train.add_argument_group(
+        "several devices and hosts (data parallelism; --batch-size is the global batch)"
+    )
+    dist.add_argument(
+        "--devices",
+        default="1",
+        help="train data-parallel on N devices, or 'all' (default: 1; on a CPU, "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N makes N devices)",
+    )
+    dist.add_argument(
+        "--coordinator",
+        default=None,
+        help="HOST:PORT of process 0, for several processes (one per host); with "
+        "--num-processes and --process-id",
+    )
+    dist.add_argument(
+        "--num-processes", type=_positive_int, default=None, help="processes taking part"
+    )
+    dist.add_argument(
+        "--process-id", type=_non_negative_int, default=None, help="this process's index"
+    )
     ckpt = train.add_argument_group("checkpoints")
     ckpt.add_argument(
         "--checkpoint-dir",
@@ -382,8 +403,29 @@ def write_atomically(path: Path, data: bytes, option: str = "--out") -> None:
                 pass
 
 
+def start_processes(args: argparse.Namespace) -> None:
+    """``jax.distributed.initialize`` when ``--coordinator`` is given (before any JAX work);
+    on the CPU backend the processes talk through gloo."""
+    given = [args.coordinator, args.num_processes, args.process_id]
+    if all(v is None for v in given):
+        return
+    if any(v is None for v in given):
+        raise ConfigError("coordinator", "give --coordinator, --num-processes and --process-id")
+    if args.process_id >= args.num_processes:
+        raise ConfigError(
+            "process_id", f"must lie in [0, {args.num_processes}), got {args.process_id}"
+        )
+    import jax
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        args.coordinator, num_processes=args.num_processes, process_id=args.process_id
+    )
+
+
 def _config(args: argparse.Namespace):
     from gns_jax.config import TrainConfig
+    from gns_jax.parallel import resolve_devices
 
     return TrainConfig(
         sampler=args.sampler,
@@ -412,6 +454,7 @@ def _config(args: argparse.Namespace):
         checkpoint_dir=args.checkpoint_dir,
         checkpoint_every=args.checkpoint_every,
         resume=args.resume,
+        devices=resolve_devices(args.devices),
     ).validate()
 
 
@@ -433,11 +476,16 @@ def _load(args, split_seed: int, quiet: bool):
 
 
 def run_train(args: argparse.Namespace) -> dict:
+    import jax
+
     from gns_jax.train import fit
 
+    start_processes(args)
     config = _config(args)
     split_seed = args.seed if args.split_seed is None else args.split_seed
-    out = check_output(args.out) if args.out is not None else None
+    lead = jax.process_index() == 0  # with several processes, process 0 writes and reports
+    args.quiet = args.quiet or not lead
+    out = check_output(args.out) if args.out is not None and lead else None
     extra = {"dataset": args.dataset, "data_dir": args.data_dir, "split_seed": split_seed}
 
     def write(results: dict) -> None:
@@ -452,6 +500,8 @@ def run_train(args: argparse.Namespace) -> dict:
     metrics["config"] |= extra
     if out is not None:
         write(metrics)
+    if not lead:
+        return metrics
     print(
         f"{dataset.name} {config.sampler} seed {config.seed}: test accuracy "
         f"{metrics['test_accuracy']:.4f} (best validation {metrics['val_accuracy']:.4f} at epoch "

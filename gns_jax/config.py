@@ -24,6 +24,7 @@ from gns_jax.features import normalize_rows
 from gns_jax.instrument import TransferMeter
 from gns_jax.loader import BUDGETS, Loader
 from gns_jax.models import GraphSAGE
+from gns_jax.parallel import DataParallel
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.gns import WEIGHT_CLIP, WEIGHTS, GNSSampler
 from gns_jax.sampling.ladies import LADIESSampler
@@ -70,6 +71,9 @@ class TrainConfig:
     ``checkpoint_dir``: write checkpoints there at the end of every epoch and every
     ``checkpoint_every`` batches (0: epoch ends only); ``resume`` continues from the latest valid
     one (:mod:`gns_jax.checkpoint`).
+
+    ``devices``: data-parallel training over this many devices (:mod:`gns_jax.parallel`);
+    ``batch_size`` is the global batch, one equal shard a device, so it must divide evenly.
     """
 
     sampler: str = "gns"
@@ -98,6 +102,7 @@ class TrainConfig:
     checkpoint_dir: str | None = None
     checkpoint_every: int = 0
     resume: bool = False
+    devices: int = 1
 
     def validate(self) -> TrainConfig:
         """Raises ConfigError naming the option when a value is impossible."""
@@ -120,6 +125,7 @@ class TrainConfig:
             "eval_every",
             "cache_refresh",
             "ladies_nodes",
+            "devices",
         ):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(name, f"must be a positive integer, got {getattr(self, name)}")
@@ -152,6 +158,11 @@ class TrainConfig:
             raise ConfigError("weight_clip", f"must be a positive number, got {self.weight_clip}")
         if self.gns_weights not in WEIGHTS:
             raise ConfigError("gns_weights", f"unknown '{self.gns_weights}' (known: {WEIGHTS})")
+        if self.batch_size % self.devices:
+            raise ConfigError(
+                "batch_size",
+                f"{self.batch_size} seeds do not split evenly over {self.devices} devices",
+            )
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir to resume from")
         return self
@@ -201,8 +212,9 @@ def batch_size(dataset: Dataset, config: TrainConfig) -> int:
 
 
 def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None) -> Sampler:
-    """The sampler of ``config.sampler``, at its worst-case budget."""
-    size = batch_size(dataset, config) if size is None else size
+    """The sampler of ``config.sampler``, at its worst-case budget, for one device's shard of a
+    batch (the whole batch on one device)."""
+    size = -(-batch_size(dataset, config) // config.devices) if size is None else size
     if config.sampler == "ns":
         return NodeWiseSampler(dataset.graph, config.fanouts, size)
     if config.sampler == "ladies":  # the same nodes in every layer, one layer per fan-out
@@ -239,8 +251,10 @@ def make_loader(
     features: np.ndarray,
     meter: TransferMeter | None = None,
     log: Callable[[str], None] | None = None,
+    parallel: DataParallel | None = None,
 ) -> Loader:
-    """The training loader of ``config`` (shuffled training nodes)."""
+    """The training loader of ``config`` (shuffled training nodes; ``parallel`` for
+    data-parallel batches over its mesh)."""
     return Loader(
         dataset,
         sampler,
@@ -252,6 +266,7 @@ def make_loader(
         prefetch=config.prefetch,
         meter=meter,
         log=log,
+        parallel=parallel,
     )
 
 

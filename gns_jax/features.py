@@ -215,19 +215,27 @@ class FeatureLoader:
         """Assembler compilations (new row buckets) since this loader was made."""
         return _ASSEMBLE_TRACES.count - self._traces_before
 
-    def _empty_cache(self, src_nodes: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def _empty_cache(self, src_nodes: jax.Array, device) -> tuple[jax.Array, jax.Array]:
         """Slots and rows of an empty cache (every slot is the dummy), made once per shape."""
         size = src_nodes.shape[0]
-        if size not in self._no_cache:
+        if (size, device) not in self._no_cache:
             zero_row = np.zeros((1, self.features.shape[1]), np.float32)
             none = np.zeros(size, np.int32)  # slot 0 == the dummy row: nothing cached
-            self._no_cache[size] = self.meter.put((none, zero_row), tag="setup")
-        return self._no_cache[size]
+            self._no_cache[size, device] = self.meter.put(
+                (none, zero_row), tag="setup", device=device
+            )
+        return self._no_cache[size, device]
 
     def load(
-        self, src_nodes: jax.Array, cache: DeviceCache | None = None, watch: Stopwatch | None = None
+        self,
+        src_nodes: jax.Array,
+        cache: DeviceCache | None = None,
+        watch: Stopwatch | None = None,
+        device: jax.Device | None = None,
     ) -> tuple[jax.Array, int, int]:
         """Returns the ``[max_src, F]`` device input, real input rows, and rows moved.
+
+        ``device``: where ``src_nodes`` and ``cache`` live and the rows go (default: the meter's).
 
         ``watch`` times the phases ``gather`` (ids to the host, rows from the host store) and
         ``h2d`` (the buffer to the device and the on-device assembly, waited for).
@@ -235,7 +243,7 @@ class FeatureLoader:
         watch = watch or Stopwatch()
         with watch("gather"):
             if cache is None:
-                slots, cache_rows = self._empty_cache(src_nodes)
+                slots, cache_rows = self._empty_cache(src_nodes, device)
                 ids = np.asarray(jax.device_get(src_nodes))
                 missing = ids >= 0
             else:
@@ -259,7 +267,7 @@ class FeatureLoader:
             if own < n:
                 _take_rows(self.means, ordered[own:] - self.features.shape[0], buffer[own:n])
         with watch("h2d"):
-            rows, rank = self.meter.put((buffer, rank), tag="features")
+            rows, rank = self.meter.put((buffer, rank), tag="features", device=device)
             x = _assemble_jit(rows, rank, src_nodes, slots, cache_rows)
             x = jax.block_until_ready(x)
         return x, int(np.count_nonzero(ids >= 0)), int(wanted.shape[0])

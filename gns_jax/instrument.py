@@ -38,11 +38,12 @@ class TransferMeter:
     bytes_by_tag: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     puts_by_tag: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
-    def put(self, tree, *, tag: str):
-        """``jax.device_put(tree)`` with its bytes counted under ``tag``."""
+    def put(self, tree, *, tag: str, device: jax.Device | None = None):
+        """``jax.device_put(tree)`` (to ``device``, default the meter's) with its bytes counted
+        under ``tag``."""
         self.bytes_by_tag[tag] += sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(tree))
         self.puts_by_tag[tag] += 1
-        return jax.device_put(tree, self.device)
+        return jax.device_put(tree, device or self.device)
 
 
 class CompileCounter:

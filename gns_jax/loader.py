@@ -53,6 +53,7 @@ from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, neighbour_means
 from gns_jax.instrument import Stopwatch, TransferMeter
+from gns_jax.parallel import DataParallel
 from gns_jax.pipeline import prefetch
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.blocks import Block
@@ -147,7 +148,10 @@ class Batch(NamedTuple):
       epoch, index: its position (batch ``index`` of epoch ``epoch``).
       seeds: int32 host array of its seed nodes, in slot order (unpadded).
       num_inputs: real input-layer nodes.
-      rows_moved: feature rows that crossed host -> device (the non-cached input rows).
+      rows_moved: feature rows that crossed host -> device (the non-cached input rows), all of
+        this process's shards together.
+      rows_per_shard: the same per shard of the batch (one entry without data parallelism;
+        zero for shards another process samples).
       bytes_moved: bytes of this batch host -> device (feature rows and structure).
       refresh: ``(seconds, num_cached, bytes)`` when the cache was redrawn just before this
         batch: the time it took, the distinct nodes drawn, the bytes put on the device.
@@ -160,6 +164,7 @@ class Batch(NamedTuple):
     seeds: np.ndarray
     num_inputs: int
     rows_moved: int
+    rows_per_shard: tuple[int, ...]
     bytes_moved: int
     refresh: tuple[float, int, int] | None
     state: LoaderState
@@ -190,6 +195,11 @@ class Loader:
       meter: counts the bytes moved (a new one by default).
       stream: 0 for training; another value derives independent sampler keys (evaluation).
       log: where to report compilations and budget growth (a callable taking one line), or None.
+      parallel: data parallelism (:class:`~gns_jax.parallel.DataParallel`): a batch is then one
+        shard of ``sampler.batch_size`` seeds per device of its mesh, each sampled on its device
+        with key ``fold_in(key_t, shard)`` from that device's replica of the cache, and
+        ``Batch.inputs`` is the global batch (every leaf stacked over the shards and sharded over
+        the mesh). This process samples only its own devices' shards.
     """
 
     def __init__(
@@ -209,6 +219,7 @@ class Loader:
         stream: int = 0,
         log: Callable[[str], None] | None = None,
         name: str = "sampler",
+        parallel: DataParallel | None = None,
     ):
         if budget not in BUDGETS:
             raise ConfigError("budget", f"one of {BUDGETS}, got '{budget}'")
@@ -224,7 +235,10 @@ class Loader:
         if self.nodes.size == 0:
             raise ConfigError("nodes", "no seed nodes to iterate")
         self.seed, self.shuffle = int(seed), bool(shuffle)
-        self.batch_size = sampler.batch_size
+        self.parallel = parallel
+        self.shards = 1 if parallel is None else parallel.shards
+        self.lanes = ((0, None),) if parallel is None else parallel.lanes
+        self.batch_size = sampler.batch_size * self.shards  # seeds of a (global) batch
         self.num_batches = -(-self.nodes.shape[0] // self.batch_size)
         self.cache_refresh = int(cache_refresh)
         self.budget_mode = budget
@@ -250,7 +264,10 @@ class Loader:
                 base = jax.random.fold_in(base, 1000 + int(stream))
             self._sample_key = jax.random.fold_in(base, SAMPLE)
             self._calib_key = jax.random.fold_in(base, CALIBRATE)
-        self.labels = self.meter.put(dataset.labels, tag="labels")
+        self.labels = self.meter.put(dataset.labels, tag="labels", device=self.lanes[0][1])
+        self._labels = {self.lanes[0][1]: self.labels}
+        for _, device in self.lanes[1:]:
+            self._labels[device] = self.meter.put(dataset.labels, tag="labels", device=device)
         if sampler.uses_cache:
             self._probs = cache_distribution(
                 dataset.graph,
@@ -269,7 +286,8 @@ class Loader:
         self._sizes = LayerSizes()
         self._active: Sampler | None = None
         self._growths = 0
-        self._cache = None
+        self._cache = None  # the cache on the first lane's device
+        self._caches: dict = {}  # device -> its replica of the cache
         self._cache_epoch, self._cache_ids = -1, None
 
     # -- state -------------------------------------------------------------------------------
@@ -309,7 +327,7 @@ class Loader:
             self._active = self.worst
         else:
             self._active = self.worst.with_budget(state.budget)
-        self._cache = None
+        self._cache, self._caches = None, {}
         self._cache_epoch, self._cache_ids = state.cache_epoch, state.cache_ids
 
     # -- iteration ---------------------------------------------------------------------------
@@ -343,16 +361,18 @@ class Loader:
             snapshot = draw_cache(rng, self._probs, m)
         else:
             snapshot = snapshot_from_ids(ids, self._probs, m)
-        self._cache, _ = build_device_cache(
+        put = functools.partial(self.meter.put, tag="cache")
+        self._caches, _ = build_device_cache(
             self.dataset.graph,
             self.gather.features,
             snapshot,
-            put=functools.partial(self.meter.put, tag="cache"),
+            put=lambda host: {device: put(host, device=device) for _, device in self.lanes},
             with_other=self.worst.needs_other,
             means=self.means,
             nonempty=self._nonempty,
         )
-        jax.block_until_ready(self._cache)
+        self._cache = self._caches[self.lanes[0][1]]
+        jax.block_until_ready(list(self._caches.values()))
         self._cache_epoch = epoch
         self._cache_ids = snapshot.node_ids[: snapshot.num_cached]
         moved = self.meter.bytes_by_tag["cache"] - bytes_before
@@ -370,19 +390,29 @@ class Loader:
         if self.budget_mode == "worst":
             self._active = self.worst
             return
-        for i in range(CALIBRATION_BATCHES):
-            _, seeds, counter = self._seeds(order, i % self.num_batches, i, tag="calibration")
-            key = jax.random.fold_in(self._calib_key, counter)
-            self._sizes.observe(self._timed_sample(self.worst, key, seeds))
+        if self.shards == 1:
+            for i in range(CALIBRATION_BATCHES):
+                _, seeds, counter = self._seeds(order, i % self.num_batches, i, tag="calibration")
+                key = jax.random.fold_in(self._calib_key, counter)
+                self._sizes.observe(self._timed_sample(self.worst, key, seeds))
+        else:  # every shard of the first batches, sampled alike in every process
+            device = self.lanes[0][1]
+            for i in range(max(CALIBRATION_BATCHES, self.shards)):
+                b, shard = (i // self.shards) % self.num_batches, i % self.shards
+                ids = self._shard_ids(order, b, shard)
+                seeds = self.meter.put(self.worst.pad_seeds(ids), tag="calibration", device=device)
+                with jax.transfer_guard_host_to_device("allow"):
+                    key = jax.random.fold_in(self._calib_key, i)
+                self._sizes.observe(self._timed_sample(self.worst.placed(device), key, seeds))
         active = self.worst.with_budget(self._sizes.budget(self.worst.budget, CALIBRATION_MARGIN))
         if self.budget_mode == "auto" and active.budget.saving(self.worst.budget) > AUTO_SAVING:
             active = self.worst  # the exact worst case is affordable: no overflow possible
         self._active = active
 
-    def _timed_sample(self, sampler: Sampler, key, seeds):
+    def _timed_sample(self, sampler: Sampler, key, seeds, cache=None):
         """``sampler.sample``, reporting a compilation (a new budget's first batch)."""
         before, start = sampler.compilations, time.perf_counter()
-        batch = sampler.sample(key, seeds, self._cache)
+        batch = sampler.sample(key, seeds, self._cache if cache is None else cache)
         if sampler.compilations != before:
             jax.block_until_ready(batch)
             self.log(
@@ -437,6 +467,9 @@ class Loader:
             order = self.order(epoch)
             if self._active is None:
                 self._calibrate(order)
+            if self.shards > 1:
+                yield from self._sharded(epoch, order, first, refresh)
+                continue
             for b in range(first, self.num_batches):
                 before = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
                 ids, seeds, counter = self._seeds(
@@ -457,10 +490,103 @@ class Loader:
                     seeds=ids,
                     num_inputs=num_inputs,
                     rows_moved=rows,
+                    rows_per_shard=(rows,),
                     bytes_moved=after - before,
                     refresh=refresh if b == first else None,
                     state=self.state(*_next(epoch, b, self.num_batches)),
                 )
+
+    # -- data parallelism --------------------------------------------------------------------
+
+    def _shard_ids(self, order: np.ndarray, b: int, shard: int) -> np.ndarray:
+        """The seeds of shard ``shard`` of batch ``b`` (unpadded; possibly none at the end)."""
+        per = self.worst.batch_size
+        start = b * self.batch_size + shard * per
+        return order[start : min(start + per, (b + 1) * self.batch_size)]
+
+    def _shard_key(self, counter: int, shard: int) -> jax.Array:
+        with jax.transfer_guard_host_to_device("allow"):
+            return jax.random.fold_in(jax.random.fold_in(self._sample_key, counter), shard)
+
+    def _sample_shards(self, order, b: int, counter: int, epoch: int):
+        """This process's shards of batch ``b``, sampled under one budget: when a shard of any
+        process overflows it, every process measures the overflowing shards under the worst case
+        (the same samples everywhere: the seeds and keys are derived, not exchanged), grows the
+        budget alike and samples its shards again."""
+        seeds = {}
+        for shard, device in self.lanes:
+            ids = self._shard_ids(order, b, shard)
+            seeds[shard] = (ids, self.meter.put(self.worst.pad_seeds(ids), tag="structure",
+                                                device=device))  # fmt: skip
+        keys = {shard: self._shard_key(counter, shard) for shard, _ in self.lanes}
+        while True:
+            samples = {
+                shard: self._timed_sample(
+                    self._active.placed(device),
+                    keys[shard],
+                    seeds[shard][1],
+                    self._caches.get(device),
+                )
+                for shard, device in self.lanes
+            }
+            local = np.zeros(self.shards, dtype=np.int32)
+            for shard, sample in samples.items():
+                local[shard] = int(np.asarray(jax.device_get(sample.overflow)).any())
+            overflowed = np.flatnonzero(self.parallel.any(local))
+            if overflowed.size == 0:
+                return seeds, samples
+            if self._active is self.worst:
+                raise RuntimeError("sampler budget overflow under the worst case (a bug)")
+            old = self._active.budget
+            device = self.lanes[0][1]
+            worst = self.worst.placed(device)
+            for shard in overflowed:
+                ids = self._shard_ids(order, b, int(shard))
+                padded = self.meter.put(worst.pad_seeds(ids), tag="structure", device=device)
+                key = self._shard_key(counter, int(shard))
+                self._sizes.observe(self._timed_sample(worst, key, padded, self._cache))
+            grown = self.worst.with_budget(self._sizes.budget(self.worst.budget, GROWTH_MARGIN))
+            self._active = self.worst if grown.budget == old else grown
+            self._growths += 1
+            self.log(
+                f"{self.name} budget grew at batch {b + 1} of epoch {epoch + 1} (shards "
+                f"{overflowed.tolist()} overflowed): {_describe(old)} -> "
+                f"{_describe(self._active.budget)}; the train step compiles again"
+            )
+
+    def _sharded(self, epoch: int, order: np.ndarray, first: int, refresh) -> Iterator[Batch]:
+        """The batches of one epoch with data parallelism (see ``parallel``)."""
+        for b in range(first, self.num_batches):
+            before = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
+            counter = epoch * self.num_batches + b
+            with self.watch("sample"):
+                seeds, samples = self._sample_shards(order, b, counter, epoch)
+                jax.block_until_ready(samples)
+            parts, rows, inputs = [], [0] * self.shards, 0
+            for shard, device in self.lanes:
+                sample = samples[shard]
+                x, num_inputs, moved = self.gather.load(
+                    sample.input_nodes, self._caches.get(device), self.watch, device=device
+                )
+                labels, mask = _seed_labels(self._labels[device], seeds[shard][1])
+                parts.append(DeviceBatch(x, sample.blocks, labels, mask))
+                rows[shard] = moved
+                inputs += num_inputs
+            inputs_global = self.parallel.stack(parts)
+            after = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
+            self.timed_batches += 1
+            yield Batch(
+                inputs=inputs_global,
+                epoch=epoch,
+                index=b,
+                seeds=np.concatenate([seeds[shard][0] for shard, _ in self.lanes]),
+                num_inputs=inputs,
+                rows_moved=int(sum(rows)),
+                rows_per_shard=tuple(rows),
+                bytes_moved=after - before,
+                refresh=refresh if b == first else None,
+                state=self.state(*_next(epoch, b, self.num_batches)),
+            )
 
 
 def _next(epoch: int, index: int, num_batches: int) -> tuple[int, int]:

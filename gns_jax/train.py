@@ -45,6 +45,7 @@ from gns_jax.errors import ConfigError
 from gns_jax.evaluate import Evaluator, supports_exact
 from gns_jax.instrument import CompileCounter, Reporter, TransferMeter, environment, peak_rss_gib
 from gns_jax.loader import DROPOUT, INIT, DeviceBatch, LoaderState
+from gns_jax.parallel import DataParallel, make_parallel_train_step, resolve_devices
 
 __all__ = [
     "FitResult",
@@ -168,13 +169,18 @@ class _Totals:
         "cached",
         "refresh_s",
         "cache_bytes",
+        "shard_rows",
     )
 
     def __init__(self, **values):
         for k in self.FIELDS:
             setattr(self, k, values.get(k, 0))
+        self.shard_rows = list(values.get("shard_rows") or [])
 
     def add(self, batch) -> None:
+        if len(self.shard_rows) != len(batch.rows_per_shard):
+            self.shard_rows = [0] * len(batch.rows_per_shard)
+        self.shard_rows = [a + b for a, b in zip(self.shard_rows, batch.rows_per_shard)]
         self.rows += batch.rows_moved
         self.inputs += batch.num_inputs
         self.batches += 1
@@ -216,10 +222,19 @@ def fit(
     """
     config.validate()
     reporter = reporter or Reporter(quiet)
+    parallel = None
+    if resolve_devices(config.devices) > 1 or jax.process_count() > 1:
+        parallel = DataParallel.over(config.devices)
+        if parallel.multi_process and config.checkpoint_dir:
+            raise ConfigError(
+                "checkpoint_dir", "checkpoints are not supported with several processes yet"
+            )
     features = prepare_features(dataset, config)
     meter = TransferMeter()
     sampler = make_sampler(dataset, config)
-    loader = make_loader(dataset, config, sampler, features, meter, log=reporter.line)
+    loader = make_loader(
+        dataset, config, sampler, features, meter, log=reporter.line, parallel=parallel
+    )
     tx = make_optimizer(config)
     with jax.transfer_guard_host_to_device("allow"):
         base_key = jax.random.key(config.seed)
@@ -247,7 +262,14 @@ def fit(
             log=reporter.line,
         )
     counter = CompileCounter()
-    step = make_train_step(graphdef, tx, counter)
+    if parallel is None:
+        step = make_train_step(graphdef, tx, counter)
+        step_key = dropout_key
+    else:
+        step = make_parallel_train_step(graphdef, tx, parallel, counter)
+        step_key = parallel.replicate(jax.random.key_data(dropout_key))
+    # One device's copy of the (replicated) state: what evaluation and checkpoints read.
+    local = (lambda tree: tree) if parallel is None else parallel.local
 
     # Where to start: fresh, or from the latest valid checkpoint.
     history, best = [], {"val": None, "test": None, "epoch": -1}
@@ -308,7 +330,7 @@ def fit(
         checkpoints.save(
             position,
             {
-                "state": state,
+                "state": local(state),
                 "best": state.params if best_params is None else best_params,
                 "cache_ids": padded,
             },
@@ -327,8 +349,11 @@ def fit(
     def results(status: str) -> dict:
         return _metrics(
             dataset, config, loader, evaluator, history, best, totals, counter, status,
-            resumed_from, feature_norm(dataset, config), eval_mode,
+            resumed_from, feature_norm(dataset, config), eval_mode, parallel,
         )  # fmt: skip
+
+    if parallel is not None:
+        state = parallel.replicate(state)
 
     timed_batches, device_wait, device_step = 0, 0.0, 0.0
     batches = loader.batches(start_epoch, config.epochs, start_index)
@@ -347,7 +372,7 @@ def fit(
                     batch = next(batches)
                     t1 = time.perf_counter()
                     before = counter.count
-                    state, metrics = step(state, batch.inputs, dropout_key)
+                    state, metrics = step(state, batch.inputs, step_key)
                     jax.block_until_ready(state)
                     t2 = time.perf_counter()
                     if counter.count != before:
@@ -355,7 +380,8 @@ def fit(
                     device_wait += t1 - t0
                     device_step += t2 - t1
                     timed_batches += 1
-                    epoch_losses.append(np.float32(jax.device_get(metrics["loss"])))
+                    loss = metrics["loss"] if parallel is None else local(metrics["loss"])
+                    epoch_losses.append(np.float32(jax.device_get(loss)))
                     totals.add(batch)
                     progress.advance()
                     last = batch.index == loader.num_batches - 1
@@ -369,7 +395,7 @@ def fit(
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
             ):
                 t0 = time.perf_counter()
-                acc = evaluator(graphdef, (state.params, state.rest))
+                acc = evaluator(graphdef, local((state.params, state.rest)))
                 record |= {
                     "val_accuracy": acc["val"],
                     "test_accuracy": acc["test"],
@@ -378,7 +404,8 @@ def fit(
                 }
                 if best["val"] is None or acc["val"] > best["val"]:
                     best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
-                    best_params = jax.tree.map(jnp.copy, state.params)  # the step donates state
+                    # a copy: the step donates the state
+                    best_params = jax.tree.map(jnp.copy, local(state.params))
             history.append(record)
             reporter.line(
                 f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
@@ -388,8 +415,11 @@ def fit(
             )
             if checkpoints:
                 save(batch.state, epoch_done=True)
-            if on_epoch is not None:
-                on_epoch(results("running"))
+            # With several processes every one computes the results (they sum over processes).
+            if on_epoch is not None or (parallel is not None and parallel.multi_process):
+                running = results("running")
+                if on_epoch is not None:
+                    on_epoch(running)
             epoch_losses = []
     finally:
         batches.close()
@@ -399,16 +429,23 @@ def fit(
         "step": device_step / max(timed_batches, 1),
     }
     metrics["input_wait_fraction"] = device_wait / max(device_wait + device_step, 1e-12)
+    state = local(state)
     trained = model_of(graphdef, state, best_params)
     return FitResult(metrics=metrics, model=trained, state=state, graphdef=graphdef)
 
 
 def _metrics(
     dataset, config, loader, evaluator, history, best, totals, counter, status, resumed_from,
-    norm, eval_mode,
+    norm, eval_mode, parallel=None,
 ) -> dict:  # fmt: skip
     """The JSON results (``docs/results.md``)."""
     batches = max(totals.batches, 1)
+    # With several processes each counted its own shards; every process adds them up alike.
+    shard_rows = [int(v) for v in totals.shard_rows] or [0]
+    rows, inputs = totals.rows, totals.inputs
+    if parallel is not None and parallel.multi_process:
+        summed = parallel.sum(np.array([rows, inputs, *shard_rows], dtype=np.int64))
+        rows, inputs, shard_rows = int(summed[0]), int(summed[1]), [int(v) for v in summed[2:]]
     times = [h["time_s"] for h in history[1:]] or [h["time_s"] for h in history[:1]] or [0.0]
     uses_cache = loader.worst.uses_cache
     budget, worst = loader.budget, loader.worst.budget
@@ -428,10 +465,13 @@ def _metrics(
         "best_epoch": best["epoch"],
         "epochs": history,
         "epoch_time_s": float(np.median(times)),
-        "input_nodes_per_batch": totals.inputs / batches,
-        "h2d_rows_per_batch": totals.rows / batches,
+        "input_nodes_per_batch": inputs / batches,
+        "h2d_rows_per_batch": rows / batches,
+        "devices": config.devices,
+        "processes": jax.process_count(),
+        "h2d_rows_per_batch_per_device": [v / batches for v in shard_rows],
         "h2d_bytes_per_batch": totals.bytes / batches,
-        "cache_hit_rate": 1.0 - totals.rows / max(totals.inputs, 1) if uses_cache else 0.0,
+        "cache_hit_rate": 1.0 - rows / max(inputs, 1) if uses_cache else 0.0,
         "cache_refresh_s": totals.refresh_s / max(totals.refreshes, 1),
         "cache_refreshes": totals.refreshes,
         "cache_nodes": totals.cached / max(totals.refreshes, 1),

@@ -120,6 +120,7 @@ class JittedSampler:
     def _start(self) -> None:
         self._traces = CompileCounter()
         self._jitted: dict = {}
+        self._placed: dict = {}  # device -> the topology's copy there (shared by every copy)
         self._sample = self._jit(self.budget)
 
     def _function(self, budget: Budget):
@@ -144,4 +145,16 @@ class JittedSampler:
         other = copy.copy(self)
         other.budget = budget
         other._sample = self._jit(budget)
+        return other
+
+    def placed(self, device: jax.Device | None):
+        """The same sampler sampling on ``device`` (its topology copied there once, kept for
+        every budget); itself for ``None``. Data-parallel loaders sample each shard on its own
+        device."""
+        if device is None:
+            return self
+        if device not in self._placed:
+            self._placed[device] = jax.device_put(self.topology, device)
+        other = copy.copy(self)
+        other.topology = self._placed[device]
         return other
