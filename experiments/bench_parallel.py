@@ -94,7 +94,12 @@ def main(argv=None) -> int:
             f"{args.per_device_batch} = {largest} seeds, but the training split of "
             f"{dataset.name} has {dataset.train_idx.size}"
         )
-    print(environment(), file=sys.stderr)
+    env = environment()
+    machine = (
+        f"{env.get('cpu')}, {env.get('cores')} cores, {env.get('backend')} backend with "
+        f"{len(jax.devices())} device(s), jax {env.get('jax')}"
+    )
+    print(machine, file=sys.stderr)
     runs: dict[int, list[dict]] = {n: [] for n in args.devices}
     for r in range(args.rounds):
         rng = np.random.default_rng([args.seed, r])
@@ -160,7 +165,7 @@ def main(argv=None) -> int:
             )
         )
     report = dict(
-        environment=environment(),
+        environment=env,
         dataset=dataset.name,
         sampler=args.sampler,
         per_device_batch=args.per_device_batch,
@@ -176,7 +181,7 @@ def main(argv=None) -> int:
     lines = [
         f"Data-parallel weak scaling, {dataset.name}, {args.sampler}, {args.per_device_batch} seeds"
         f" per device, fan-outs {','.join(map(str, args.fanouts))}, hidden {args.hidden}; "
-        f"medians of {args.rounds} rounds of {args.batches} batches; {environment()}",
+        f"medians of {args.rounds} rounds of {args.batches} batches; {machine}",
         "",
         "| devices | global batch | s/batch | seeds/s | speed-up | / linear | sample | gather "
         "| h2d | step | wait | sample per device | rows per device |",

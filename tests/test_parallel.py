@@ -181,3 +181,31 @@ def test_the_command_names_the_device_option(tmp_path):
     assert done.returncode == 2
     assert "--devices" in done.stderr and "2" in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parallel
+def test_the_scaling_benchmark_reports_every_device_count(tmp_path):
+    """``experiments/bench_parallel.py`` on 1 and 2 forced devices: one row per count, the global
+    batch growing with the devices, the ratio to linear scaling consistent with the times, and
+    the rows moved listed per device."""
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.bench_parallel", "--devices", "1", "2"]
+        + ["--dataset", "synthetic:nodes=4000,degree=8,features=16,classes=4"]
+        + ["--per-device-batch", "64", "--batches", "2", "--rounds", "1", "--hidden", "16"]
+        + ["--fanouts", "5,5", "--out", str(tmp_path)],
+        env=_env(2),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "bench_parallel.json").read_text())
+    one, two = report["rows"]
+    assert (one["devices"], two["devices"]) == (1, 2)
+    assert two["batch_size"] == 2 * one["batch_size"] == 128
+    assert len(one["rows_per_device"]) == 1 and len(two["rows_per_device"]) == 2
+    expected = (two["seeds_per_s"] / one["seeds_per_s"]) / 2
+    assert math.isclose(two["ratio_to_linear"], expected, rel_tol=1e-9)
+    assert one["ratio_to_linear"] == 1.0
+    assert "| 2 | 128 |" in (tmp_path / "bench_parallel.md").read_text()
