@@ -33,15 +33,15 @@ def _env(devices: int) -> dict:
     return env
 
 
-def _worker(*args: str, devices: int = 4, timeout: int = 900) -> dict:
-    done = subprocess.run(
-        [sys.executable, str(WORKER), *args],
-        env=_env(devices),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
+def _run(command: list[str], devices: int, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``command`` in a fresh Python with ``devices`` forced CPU devices."""
+    return subprocess.run(
+        command, env=_env(devices), capture_output=True, text=True, timeout=timeout, cwd=ROOT
     )
+
+
+def _worker(*args: str, devices: int = 4, timeout: int = 900) -> dict:
+    done = _run([sys.executable, str(WORKER), *args], devices, timeout)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -97,14 +97,7 @@ def test_two_processes_train_exactly_as_one_process_with_two_devices(tmp_path):
     sampling, a global batch assembled from each process's shard, collectives over gloo) give
     the numbers of one process with two devices: losses, accuracies and rows moved."""
     single = tmp_path / "single.json"
-    done = subprocess.run(
-        _train_command(single, "--devices", "2"),
-        env=_env(2),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
+    done = _run(_train_command(single, "--devices", "2"), 2)
     assert done.returncode == 0, done.stderr[-3000:]
     port = _free_port()
     multi = tmp_path / "multi.json"
@@ -170,14 +163,7 @@ def test_device_options_are_checked_before_training():
 
 
 def test_the_command_names_the_device_option(tmp_path):
-    done = subprocess.run(
-        _train_command(tmp_path / "r.json", "--devices", "4"),
-        env=_env(2),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
+    done = _run(_train_command(tmp_path / "r.json", "--devices", "4"), 2)
     assert done.returncode == 2
     assert "--devices" in done.stderr and "2" in done.stderr
     assert not (tmp_path / "r.json").exists()
@@ -188,16 +174,12 @@ def test_the_scaling_benchmark_reports_every_device_count(tmp_path):
     """``experiments/bench_parallel.py`` on 1 and 2 forced devices: one row per count, the global
     batch growing with the devices, the ratio to linear scaling consistent with the times, and
     the rows moved listed per device."""
-    done = subprocess.run(
+    done = _run(
         [sys.executable, "-m", "experiments.bench_parallel", "--devices", "1", "2"]
         + ["--dataset", "synthetic:nodes=4000,degree=8,features=16,classes=4"]
         + ["--per-device-batch", "64", "--batches", "2", "--rounds", "1", "--hidden", "16"]
         + ["--fanouts", "5,5", "--out", str(tmp_path)],
-        env=_env(2),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
+        2,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "bench_parallel.json").read_text())
