@@ -49,6 +49,7 @@ from gns_jax.graph import CSRGraph, from_edges
 from gns_jax.instrument import TransferMeter
 from gns_jax.loader import Batch, DeviceBatch, Loader, LoaderState
 from gns_jax.models import GraphSAGE, SAGEConv
+from gns_jax.parallel import DataParallel, make_parallel_train_step
 from gns_jax.sampling import (
     Block,
     Budget,
@@ -77,6 +78,7 @@ __all__ = [
     "CheckpointWarning",
     "Checkpointer",
     "ConfigError",
+    "DataParallel",
     "Dataset",
     "DatasetError",
     "DeviceBatch",
@@ -114,6 +116,7 @@ __all__ = [
     "make_loader",
     "make_model",
     "make_optimizer",
+    "make_parallel_train_step",
     "make_sampler",
     "make_train_step",
     "prepare_features",
