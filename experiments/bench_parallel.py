@@ -43,7 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--dataset",
-        default="synthetic:nodes=100000,degree=15,features=100,classes=10",
+        default="synthetic:nodes=200000,degree=15,features=100,classes=10",
         help="shipped name, folder or synthetic spec",
     )
     parser.add_argument("--sampler", default="gns", choices=("gns", "ns", "ladies"))
