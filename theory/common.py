@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+import sys
+import time
 from typing import NamedTuple
 
 import jax
@@ -160,6 +162,13 @@ class Check(NamedTuple):
         if self.finding:
             return "HOLDS" if self.passed else "DOES NOT HOLD"
         return "PASS" if self.passed else "FAIL"
+
+
+def progress(message: str, since: float | None = None) -> None:
+    """One progress line on stderr (``(12 s)`` appended when ``since`` is a perf_counter start):
+    the report setting's modules run for tens of minutes."""
+    tail = "" if since is None else f" ({time.perf_counter() - since:.0f} s)"
+    print(f"   {message}{tail}", file=sys.stderr, flush=True)
 
 
 def by_fraction(rows: list[dict], key: str) -> str:

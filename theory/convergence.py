@@ -29,11 +29,13 @@ as such, with the figures.
 
 from __future__ import annotations
 
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from theory.common import Check, Setting, loglog_slope
+from theory.common import Check, Setting, loglog_slope, progress
 from theory.problem import Problem
 
 RATE_SLOPE = -0.25  # A(T) must fall at least as fast as T^-1/4 (the bound: T^-1/2 to a floor)
@@ -82,7 +84,8 @@ def run(setting: Setting, seed: int = 0) -> dict:
         for f in setting.conv_fractions
     ]
     rows = []
-    for name, fraction, est in samplers:
+    for i, (name, fraction, est) in enumerate(samplers):
+        start = time.perf_counter()
         sampler = problem.sampler(fraction, setting.conv_batch_size, est)
         per_t = []
         for horizon in horizons:
@@ -123,6 +126,12 @@ def run(setting: Setting, seed: int = 0) -> dict:
                 horizons=per_t,
                 slope=loglog_slope(horizons, [p["mean"] for p in per_t]),
             )
+        )
+        progress(
+            f"[{i + 1}/{len(samplers)}] {name}: A(T) "
+            + ", ".join(f"{p['mean']:.3g}" for p in per_t)
+            + f" at T = {', '.join(map(str, horizons))}",
+            start,
         )
     ns = rows[0]
     band = [p["mean"] + 2 * p["sd"] for p in ns["horizons"]]

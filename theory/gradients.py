@@ -23,10 +23,12 @@ Finding 3b (per estimator and parameter point): GNS's gradient bias and variance
 
 from __future__ import annotations
 
+import time
+
 import jax
 import numpy as np
 
-from theory.common import Check, Setting, by_fraction, loglog_slope
+from theory.common import Check, Setting, by_fraction, loglog_slope, progress
 from theory.problem import Problem
 
 SLOPE_TOLERANCE = 0.3
@@ -89,6 +91,7 @@ def run(setting: Setting, seed: int = 0, stages=("init", "trained")) -> dict:
     rows = []
     for stage, theta in thetas.items():
         for name, fraction, est in samplers:
+            start = time.perf_counter()
             sampler = built[(fraction, est)]
             per_batch = [
                 gradient_error(
@@ -115,6 +118,7 @@ def run(setting: Setting, seed: int = 0, stages=("init", "trained")) -> dict:
                     / len(per_batch),
                 )
             )
+            progress(f"{stage} {name}: gradient MSE {rows[-1]['mse']:.3g}", start)
     checks, closest = [], {}
     for stage in thetas:
         ns = next(r for r in rows if r["stage"] == stage and r["fraction"] is None)
