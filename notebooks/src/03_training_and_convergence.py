@@ -49,14 +49,14 @@ fig.tight_layout()
 plt.show()
 
 # %% [markdown]
-# Neither GNS variant comes near NS here. A 1 % cache of Amazon Photo holds about 76 nodes, and
-# a node then has no cached neighbour at all with probability 0.57 on average: its input
-# aggregate is simply empty, with either weighting. Where a node does have cached neighbours, the unbiased weights scale one or
-# two of them up by about `1 / (rho d_v)`, and the self-normalised weights average them instead;
-# the self-normalised ones are ahead in the first half of training, the unbiased ones catch up
-# later, and both end several points below NS. Both move a fraction of NS's feature rows: on a
-# graph this small a batch's 2-hop neighbourhood is much of the graph, so the saving is smaller
-# than on giant graphs (see `experiments/README.md`).
+# Neither GNS variant comes near NS here. A 1 % cache of Amazon Photo holds about 76 nodes, and a
+# node then has no cached neighbour at all with probability 0.57 on average: its input aggregate is
+# simply empty, with either weighting. Where a node does have cached neighbours, the unbiased
+# weights scale one or two of them up by about `1 / (rho d_v)`, and the self-normalised weights
+# average them instead; the self-normalised ones are ahead in the first half of training, the
+# unbiased ones catch up later, and both end several points below NS. Both move a fraction of NS's
+# feature rows: on a graph this small a batch's 2-hop neighbourhood is much of the graph, so the
+# saving is smaller than on giant graphs (see `experiments/README.md`).
 #
 # ## The convergence claim, as `theory/` tests it
 #
