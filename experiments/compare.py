@@ -35,6 +35,7 @@ from experiments.grid import (
     load_folder,
     mean_std,
     plot_per_dataset,
+    pm,
     run_grid,
 )
 
@@ -96,7 +97,7 @@ def table(results: list[dict]) -> list[str]:
             mb = mean_std([r["h2d_bytes_per_batch"] / 2**20 for r in members])[0]
             rows = mean_std([r["h2d_rows_per_batch"] for r in members])[0]
             lines.append(
-                f"| {label} | {acc:.2f} ± {sd:.2f} | {t:.3f} | {ns_time / t:.2f}x "
+                f"| {label} | {pm(acc, sd, len(members))} | {t:.3f} | {ns_time / t:.2f}x "
                 f"| {nodes:,.0f} | {mb:.2f} | {rows:,.0f} | {len(members)} |"
             )
         lines.append("")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.grid import Run, environment_line, groups, mean_std, plot_per_dataset, run_grid
+from experiments.grid import Run, environment_line, groups, mean_std, plot_per_dataset, pm, run_grid
 
 REAL = (
     "cora",
@@ -105,7 +105,7 @@ def table(results: list[dict]) -> list[str]:
             curve = _val_curve(members)
             shown = curve if len(curve) <= 6 else curve[:: max(1, len(curve) // 5)]
             lines.append(
-                f"| {dataset} | {label} | {acc:.2f} ± {sd:.2f} "
+                f"| {dataset} | {label} | {pm(acc, sd, len(members))} "
                 f"| {', '.join(f'{100 * v:.1f}' for v in shown)} | {len(members)} "
                 f"| {rows:,.0f} | {rows / ns_rows:.3f} | {acc - 100 * ns_acc:+.2f} |"
             )

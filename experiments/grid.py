@@ -178,6 +178,11 @@ def plot_per_dataset(results: list[dict], folder: Path, panels: int, draw, order
     return paths
 
 
+def pm(mean: float, sd: float, n: int) -> str:
+    """``"81.53 ± 0.67"``, or the value alone for a single run (no spread to show)."""
+    return f"{mean:.2f}" if n < 2 else f"{mean:.2f} ± {sd:.2f}"
+
+
 def mean_std(values) -> tuple[float, float]:
     values = np.asarray([v for v in values if v is not None], dtype=float)
     if values.size == 0:
