@@ -290,6 +290,8 @@ def fit(
         if config.resume:
 
             def template(record):
+                # checkpoints written before data parallelism have no "devices": one device
+                record.setdefault("config", {}).setdefault("devices", 1)
                 check_compatible(record, identity, options, RESUMABLE, config.checkpoint_dir)
                 slots = int(record["cache_slots"])
                 return {
