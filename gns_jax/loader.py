@@ -421,6 +421,16 @@ class Loader:
             )
         return batch
 
+    def _grow(self, exact_samples) -> Budget:
+        """Observes ``exact_samples`` (taken under the worst case) and grows the active budget
+        from every size seen so far; returns the budget it replaces."""
+        old = self._active.budget
+        for sample in exact_samples:
+            self._sizes.observe(sample)
+        self._active = self.worst.with_budget(self._sizes.budget(self.worst.budget, GROWTH_MARGIN))
+        self._growths += 1
+        return old
+
     def _sample(self, key, seeds, epoch: int, index: int):
         """One batch under the active budget; on overflow, grows the budget and samples again."""
         batch = self._timed_sample(self._active, key, seeds)
@@ -433,10 +443,7 @@ class Loader:
             )
         # Never truncate: measure this batch exactly, grow, and sample it again (one more
         # compilation of the sampler and of the train step).
-        old = self._active.budget
-        self._sizes.observe(self._timed_sample(self.worst, key, seeds))
-        self._active = self.worst.with_budget(self._sizes.budget(self.worst.budget, GROWTH_MARGIN))
-        self._growths += 1
+        old = self._grow([self._timed_sample(self.worst, key, seeds)])
         batch = self._timed_sample(self._active, key, seeds)
         if np.asarray(jax.device_get(batch.overflow)).any():
             self._active = self.worst
@@ -537,17 +544,17 @@ class Loader:
                 return seeds, samples
             if self._active is self.worst:
                 raise RuntimeError("sampler budget overflow under the worst case (a bug)")
-            old = self._active.budget
             device = self.lanes[0][1]
             worst = self.worst.placed(device)
+            exact = []
             for shard in overflowed:
                 ids = self._shard_ids(order, b, int(shard))
                 padded = self.meter.put(worst.pad_seeds(ids), tag="structure", device=device)
                 key = self._shard_key(counter, int(shard))
-                self._sizes.observe(self._timed_sample(worst, key, padded, self._cache))
-            grown = self.worst.with_budget(self._sizes.budget(self.worst.budget, GROWTH_MARGIN))
-            self._active = self.worst if grown.budget == old else grown
-            self._growths += 1
+                exact.append(self._timed_sample(worst, key, padded, self._cache))
+            old = self._grow(exact)
+            if self._active.budget == old:
+                self._active = self.worst
             self.log(
                 f"{self.name} budget grew at batch {b + 1} of epoch {epoch + 1} (shards "
                 f"{overflowed.tolist()} overflowed): {_describe(old)} -> "
