@@ -561,6 +561,30 @@ def run_save(args: argparse.Namespace) -> None:
     from gns_jax.data.ondisk import save_dataset
 
     start = time.perf_counter()
+    if args.dataset.startswith("synthetic:"):
+        from gns_jax.data.streamed import STREAM_ABOVE, in_memory_bytes, write_synthetic
+        from gns_jax.data.synthetic import parse_synthetic, spec_rng
+
+        opts = parse_synthetic(args.dataset, in_memory=False)
+        if in_memory_bytes(opts["nodes"], opts["degree"], opts["features"]) > STREAM_ABOVE:
+            rng = spec_rng(opts.pop("seed"))  # the stream load_dataset gives it
+            log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+            meta = write_synthetic(
+                rng,
+                args.out,
+                name=args.dataset,
+                feature_dtype=args.feature_dtype,
+                log=log,
+                **opts,
+            )
+            if not args.quiet:
+                print(
+                    f"{args.dataset}: {meta['num_nodes']:,} nodes, {meta['num_edges']:,} "
+                    f"directed edges, {meta['num_features']} features: streamed to {args.out} "
+                    f"in {time.perf_counter() - start:.1f}s (load it with --dataset {args.out})",
+                    file=sys.stderr,
+                )
+            return
     dataset = load_dataset(args.dataset, args.data_dir, split_seed=args.split_seed)
     loaded = time.perf_counter() - start
     save_dataset(dataset, args.out, feature_dtype=args.feature_dtype)

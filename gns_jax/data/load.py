@@ -14,7 +14,7 @@ import numpy as np
 
 from gns_jax.data import formats, ondisk
 from gns_jax.data.dataset import Dataset
-from gns_jax.data.synthetic import parse_synthetic, synthetic
+from gns_jax.data.synthetic import parse_synthetic, spec_rng, synthetic
 from gns_jax.errors import DatasetError, GnsJaxError
 
 __all__ = ["REGISTRY", "default_data_dir", "load_dataset"]
@@ -55,8 +55,7 @@ def load_dataset(
     """
     if spec.startswith("synthetic:"):  # only with the colon: "synthetic_small" is a path
         opts = parse_synthetic(spec)
-        seed = int(opts.pop("seed"))
-        return synthetic(np.random.default_rng([seed, 0x5E7]), name=spec, **opts)
+        return synthetic(spec_rng(opts.pop("seed")), name=spec, **opts)
     key = spec.lower().replace("-", "_")
     if key in REGISTRY:
         sub, _, file = REGISTRY[key]

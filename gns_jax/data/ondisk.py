@@ -68,8 +68,8 @@ _CHUNK_BYTES = 1 << 28  # rows written / checked at a time: 256 MiB
 
 
 def is_saved_dir(path: Path) -> bool:
-    """A gns-jax folder, or what an interrupted ``gns-jax save`` left (its first array)."""
-    return (path / "meta.json").is_file() or (path / "indptr.npy").is_file()
+    """A gns-jax folder, or what an interrupted ``gns-jax save`` left (any of its arrays)."""
+    return (path / "meta.json").is_file() or any((path / f"{a}.npy").is_file() for a in _ARRAYS)
 
 
 def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str = "float32"):
@@ -81,6 +81,15 @@ def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str
     """
     if feature_dtype not in ("float32", "float16"):
         raise DatasetError(f"--feature-dtype: float32 or float16, got '{feature_dtype}'")
+    folder = check_new_folder(folder)
+    try:
+        _write(dataset, folder, feature_dtype)
+    except OSError as e:
+        raise DatasetError(f"{folder}: cannot write the dataset ({e.strerror or e})") from None
+
+
+def check_new_folder(folder: str | os.PathLike) -> Path:
+    """Creates ``folder`` unless it exists; DatasetError if it is a file or is not empty."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise DatasetError(f"{folder}: exists and is not a folder; choose a new folder")
@@ -88,9 +97,18 @@ def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str
         if folder.exists() and any(folder.iterdir()):
             raise DatasetError(f"{folder}: exists and is not empty; choose a new folder")
         folder.mkdir(parents=True, exist_ok=True)
-        _write(dataset, folder, feature_dtype)
     except OSError as e:
         raise DatasetError(f"{folder}: cannot write the dataset ({e.strerror or e})") from None
+    return folder
+
+
+def write_meta(folder: Path, meta: dict) -> dict:
+    """Writes ``meta.json`` (format and version added) last and atomically; returns it."""
+    meta = dict(format=FORMAT, version=VERSION, **meta)
+    partial = folder / "meta.json.tmp"
+    partial.write_text(json.dumps(meta, indent=1) + "\n")
+    os.replace(partial, folder / "meta.json")  # last: marks the save complete
+    return meta
 
 
 def _write(ds: Dataset, folder: Path, feature_dtype: str) -> None:
@@ -113,20 +131,18 @@ def _write(ds: Dataset, folder: Path, feature_dtype: str) -> None:
     del out
     for name in ("labels", "train_idx", "val_idx", "test_idx"):
         np.save(folder / f"{name}.npy", np.asarray(getattr(ds, name), np.int32))
-    meta = dict(
-        format=FORMAT,
-        version=VERSION,
-        name=ds.name,
-        num_nodes=ds.num_nodes,
-        num_edges=ds.graph.num_edges,
-        num_features=int(f),
-        num_classes=int(ds.num_classes),
-        feature_dtype=feature_dtype,
-        split=ds.split,
+    write_meta(
+        folder,
+        dict(
+            name=ds.name,
+            num_nodes=ds.num_nodes,
+            num_edges=ds.graph.num_edges,
+            num_features=int(f),
+            num_classes=int(ds.num_classes),
+            feature_dtype=feature_dtype,
+            split=ds.split,
+        ),
     )
-    partial = folder / "meta.json.tmp"
-    partial.write_text(json.dumps(meta, indent=1) + "\n")
-    os.replace(partial, folder / "meta.json")  # last: marks the save complete
 
 
 def _load_npy(path: Path, mmap: bool = True) -> np.ndarray:

@@ -15,7 +15,7 @@ from gns_jax.data.dataset import MAX_NODES, Dataset, check_alloc, finish
 from gns_jax.errors import DatasetError
 from gns_jax.graph import from_edges
 
-__all__ = ["parse_synthetic", "synthetic"]
+__all__ = ["parse_synthetic", "spec_rng", "synthetic"]
 
 
 # Working memory per generated (directed) edge: the draws, then from_edges's int64 copies and sort.
@@ -26,12 +26,13 @@ _OPTIONAL = {"seed": 0, "homophily": 0.8, "signal": 0.5}  # the documented defau
 _FLOATS = ("degree", "homophily", "signal")
 
 
-def parse_synthetic(spec: str) -> dict[str, float]:
+def parse_synthetic(spec: str, in_memory: bool = True) -> dict[str, float]:
     """Parses ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]``.
 
     ``nodes``, ``degree``, ``features`` and ``classes`` are required; ``seed`` (default 0),
     ``homophily`` (0.8) and ``signal`` (0.5) are optional. Returns every option; raises
-    DatasetError naming ``--dataset`` for a missing, unknown, repeated or impossible option.
+    DatasetError naming ``--dataset`` for a missing, unknown, repeated or impossible option, or
+    (``in_memory``) for a graph whose features or edges would not fit in memory.
     """
     head, colon, body = spec.partition(":")
     if head != "synthetic" or not colon:
@@ -71,11 +72,18 @@ def parse_synthetic(spec: str) -> dict[str, float]:
         raise DatasetError(f"--dataset {spec}: homophily must lie in [0, 1]")
     if opts["seed"] < 0:
         raise DatasetError(f"--dataset {spec}: seed must be >= 0, got {opts['seed']}")
+    if not in_memory:
+        return opts
     where = f"--dataset {spec}"
     check_alloc((opts["nodes"], opts["features"]), 4, where, "the feature matrix")
     edges = int(opts["nodes"] * opts["degree"])
     check_alloc((edges, _EDGE_BYTES), 1, where, "the edge arrays (edges x bytes)")
     return opts
+
+
+def spec_rng(seed: int) -> np.random.Generator:
+    """The random generator a ``synthetic:...,seed=S`` spec's graph is drawn from."""
+    return np.random.default_rng([int(seed), 0x5E7])  # stream id: synthetic graphs
 
 
 def synthetic(
