@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     dataset_help = (
         "a registered name (cora, citeseer, amazon_photo, amazon_computers, coauthor_cs, "
         "facebook_pagepage, tolokers), synthetic:nodes=N,degree=D,features=F,classes=C"
-        "[,seed=S,homophily=H,signal=A], or a path to a dataset file or folder"
+        "[,seed=S,homophily=H,signal=A,train=T,val=V,test=U], or a path to a dataset file or folder"
     )
 
     train = commands.add_parser(

@@ -151,7 +151,16 @@ def test_bad_synthetic_specs_name_the_option(spec, message):
 def test_synthetic_optional_keys_take_the_documented_defaults():
     opts = parse_synthetic("synthetic:nodes=400,degree=6,features=8,classes=3")
     assert opts == dict(
-        nodes=400, degree=6.0, features=8, classes=3, seed=0, homophily=0.8, signal=0.5
+        nodes=400,
+        degree=6.0,
+        features=8,
+        classes=3,
+        seed=0,
+        homophily=0.8,
+        signal=0.5,
+        train=0.08,
+        val=0.02,
+        test=None,
     )
 
 

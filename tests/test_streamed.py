@@ -38,9 +38,9 @@ def _differ(a, b) -> list[str]:
         (dict(nodes=3000, degree=7.5, features=16, classes=5), 1000, 20_000, "float32"),
         # more classes than the uniform draw covers: the first nodes take them (extra draws)
         (dict(nodes=12, degree=3, features=4, classes=10), 5, 100, "float32"),
-        # one chunk, one bucket, float16 on disk, no homophily
+        # one chunk, one bucket, float16 on disk, no homophily, a split leaving nodes out
         (
-            dict(nodes=500, degree=4, features=3, classes=3, homophily=0.0),
+            dict(nodes=500, degree=4, features=3, classes=3, homophily=0.0, train=0.05, test=0.1),
             1 << 20,
             1 << 30,
             "float16",
@@ -110,3 +110,26 @@ def test_streamed_errors(tmp_path):
         )
     with pytest.raises(DatasetError, match="classes <= nodes"):
         write_synthetic(spec_rng(0), tmp_path / "new", nodes=3, degree=2, features=2, classes=5)
+
+
+def test_split_options(tmp_path):
+    ds = load_dataset(
+        "synthetic:nodes=1000,degree=4,features=2,classes=3,train=0.011,val=0.001,test=0.002"
+    )
+    assert (ds.train_idx.size, ds.val_idx.size, ds.test_idx.size) == (11, 1, 2)
+    assert ds.split == "random 1.1/0.1/0.2"
+    assert (
+        load_dataset("synthetic:nodes=1000,degree=4,features=2,classes=3").split == "random 8/2/90"
+    )
+    for bad, message in [
+        ("train=0", r"train must lie in \(0, 1\]"),
+        ("val=1.5", r"val must lie in \(0, 1\]"),
+        ("train=0.6,val=0.3,test=0.2", "does not fit in 1,000 nodes"),
+        ("train=0.9,val=0.1", "does not fit"),  # nothing left for the default test split
+    ]:
+        with pytest.raises(DatasetError, match=message):
+            load_dataset(f"synthetic:nodes=1000,degree=4,features=2,classes=3,{bad}")
+    with pytest.raises(DatasetError, match="does not fit"):
+        write_synthetic(
+            spec_rng(0), tmp_path / "s", nodes=10, degree=2, features=2, classes=2, train=0.95
+        )

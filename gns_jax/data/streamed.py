@@ -18,10 +18,12 @@ the edge list or the feature matrix in memory:
 * the feature rows are drawn and written a chunk of rows at a time (the normal draws are
   consumed in row order, so chunks read the in-memory stream).
 
-Peak memory is the per-node arrays plus one bucket (``bucket_bytes``, 256 MiB by default, about
-three times that while it is sorted) plus one chunk of edges or feature rows: under 2 GiB for a
-30M-node graph. ``gns-jax save --dataset synthetic:...`` takes this path whenever the in-memory
-one would need more than :data:`STREAM_ABOVE` bytes.
+Peak memory is the per-node arrays plus one bucket (``bucket_bytes``, 128 MiB by default, about
+five times that while it is sorted) plus one chunk of edges or feature rows, whatever the number
+of edges or features. Measured at products scale (2.4M nodes, 116.6M directed edges, 100
+features; 256 MiB buckets): peak RSS 2.2 GiB against 11.7 GiB for the in-memory build, the same
+CPU time (440 s), the same bytes on disk. ``gns-jax save --dataset synthetic:...`` takes this
+path whenever the in-memory one would need more than :data:`STREAM_ABOVE` bytes.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from gns_jax.data.dataset import MAX_NODES, check_alloc
+from gns_jax.data.synthetic import random_split, split_sizes
 from gns_jax.errors import DatasetError
 
 __all__ = ["STREAM_ABOVE", "in_memory_bytes", "write_synthetic"]
@@ -63,9 +66,12 @@ def write_synthetic(
     signal: float = 0.5,
     exponent: float = 2.5,
     name: str = "synthetic",
+    train: float = 0.08,
+    val: float = 0.02,
+    test: float | None = None,
     feature_dtype: str = "float32",
     chunk_edges: int = 1 << 22,
-    bucket_bytes: int = 256 << 20,
+    bucket_bytes: int = 128 << 20,
     log: Callable[[str], None] | None = None,
 ) -> dict:
     """Writes :func:`~gns_jax.data.synthetic.synthetic`'s graph to ``folder``, streamed.
@@ -74,8 +80,8 @@ def write_synthetic(
       rng: a ``np.random.Generator`` on PCG64 (``np.random.default_rng``), in the state
         :func:`~gns_jax.data.synthetic.synthetic` would receive: same state, same dataset.
       folder: a new or empty folder; written in the gns-jax directory format, ``meta.json`` last.
-      nodes, degree, features, classes, homophily, signal, exponent, name: as for
-        :func:`~gns_jax.data.synthetic.synthetic`.
+      nodes, degree, features, classes, homophily, signal, exponent, name, train, val, test:
+        as for :func:`~gns_jax.data.synthetic.synthetic`.
       feature_dtype: ``float32`` or ``float16`` on disk.
       chunk_edges: undirected edges drawn per chunk (the feature rows per chunk take about as
         many bytes).
@@ -102,6 +108,7 @@ def write_synthetic(
     if not isinstance(rng.bit_generator, np.random.PCG64):
         raise DatasetError(f"{name}: the streamed generator needs a PCG64 random generator")
     check_alloc((nodes, _NODE_BYTES), 1, name, "the per-node arrays (nodes x bytes)")
+    split_sizes(nodes, train, val, test, name)
     folder = check_new_folder(folder)
     say = log or (lambda _line: None)
     try:
@@ -168,17 +175,10 @@ def write_synthetic(
                 out.write(x.astype(dtype, copy=False).tobytes())
                 if (i + 1) % max(1, -(-nodes // rows) // 10) == 0 or lo + rows >= nodes:
                     say(f"features: {min(lo + rows, nodes):,} of {nodes:,} rows written")
-        perm = rng.permutation(nodes)
-        n_train, n_val = max(1, int(0.08 * nodes)), max(1, int(0.02 * nodes))
-        splits = {
-            "train_idx": np.sort(perm[:n_train]),
-            "val_idx": np.sort(perm[n_train : n_train + n_val]),
-            "test_idx": np.sort(perm[n_train + n_val :]),
-        }
-        del perm
+        splits, described = random_split(rng.permutation(nodes), train, val, test, name)
         np.save(folder / "indptr.npy", indptr)
         np.save(folder / "labels.npy", labels)
-        for key, value in splits.items():
+        for key, value in zip(("train_idx", "val_idx", "test_idx"), splits):
             np.save(folder / f"{key}.npy", value.astype(np.int32))
         meta = dict(
             name=name,
@@ -187,7 +187,7 @@ def write_synthetic(
             num_features=int(features),
             num_classes=int(classes),
             feature_dtype=feature_dtype,
-            split="random 8/2/90",
+            split=described,
         )
         meta = write_meta(folder, meta)
     except OSError as e:

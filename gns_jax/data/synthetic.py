@@ -1,8 +1,10 @@
 """Seeded synthetic graphs: power-law degrees, class-homophilous edges, noisy class features.
 
-``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]`` on the command
-line (the four sizes are required; seed, homophily and signal default to 0, 0.8 and 0.5), parsed
-by :func:`parse_synthetic`; :func:`synthetic` from Python. Host-side NumPy, vectorised.
+``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A,train=T,val=V,
+test=U]`` on the command line (the four sizes are required; seed, homophily and signal default to
+0, 0.8 and 0.5; the split's fractions to 0.08, 0.02 and the rest), parsed by
+:func:`parse_synthetic`; :func:`synthetic` from Python. Host-side NumPy, vectorised.
+:mod:`gns_jax.data.streamed` writes the same graphs to a folder in bounded memory.
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ __all__ = ["parse_synthetic", "spec_rng", "synthetic"]
 _EDGE_BYTES = 64
 
 _REQUIRED = ("nodes", "degree", "features", "classes")
-_OPTIONAL = {"seed": 0, "homophily": 0.8, "signal": 0.5}  # the documented defaults
-_FLOATS = ("degree", "homophily", "signal")
+# The documented defaults; test=None: every node outside the training and validation splits.
+_OPTIONAL = {"seed": 0, "homophily": 0.8, "signal": 0.5, "train": 0.08, "val": 0.02, "test": None}
+_FLOATS = ("degree", "homophily", "signal", "train", "val", "test")
 
 
 def parse_synthetic(spec: str, in_memory: bool = True) -> dict[str, float]:
-    """Parses ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A]``.
+    """Parses ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A,...]``.
 
     ``nodes``, ``degree``, ``features`` and ``classes`` are required; ``seed`` (default 0),
-    ``homophily`` (0.8) and ``signal`` (0.5) are optional. Returns every option; raises
+    ``homophily`` (0.8), ``signal`` (0.5) and the split's fractions ``train`` (0.08), ``val``
+    (0.02) and ``test`` (default: every other node) are optional. Returns every option; raises
     DatasetError naming ``--dataset`` for a missing, unknown, repeated or impossible option, or
     (``in_memory``) for a graph whose features or edges would not fit in memory.
     """
@@ -59,7 +63,8 @@ def parse_synthetic(spec: str, in_memory: bool = True) -> dict[str, float]:
     if missing:
         raise DatasetError(
             f"--dataset {spec}: missing {', '.join(missing)} (a synthetic spec needs nodes, "
-            "degree, features and classes; seed=0, homophily=0.8 and signal=0.5 are optional)"
+            "degree, features and classes; seed=0, homophily=0.8, signal=0.5, train=0.08, "
+            "val=0.02 and test (default: the rest) are optional)"
         )
     opts = _OPTIONAL | opts
     if not 2 <= opts["nodes"] <= MAX_NODES or opts["features"] < 1 or opts["degree"] <= 0:
@@ -72,6 +77,7 @@ def parse_synthetic(spec: str, in_memory: bool = True) -> dict[str, float]:
         raise DatasetError(f"--dataset {spec}: homophily must lie in [0, 1]")
     if opts["seed"] < 0:
         raise DatasetError(f"--dataset {spec}: seed must be >= 0, got {opts['seed']}")
+    split_sizes(opts["nodes"], opts["train"], opts["val"], opts["test"], f"--dataset {spec}")
     if not in_memory:
         return opts
     where = f"--dataset {spec}"
@@ -97,6 +103,9 @@ def synthetic(
     signal: float = 0.5,
     exponent: float = 2.5,
     name: str = "synthetic",
+    train: float = 0.08,
+    val: float = 0.02,
+    test: float | None = None,
 ) -> Dataset:
     """A degree-corrected planted-partition graph with power-law degrees. Vectorised.
 
@@ -104,7 +113,9 @@ def synthetic(
     the ``nodes * degree / 2`` undirected edges picks a source with probability proportional to
     ``w``; with probability ``homophily`` its target is drawn ``∝ w`` within the source's class,
     otherwise ``∝ w`` among all nodes. Features are ``signal * mu_class + N(0, I)`` with class
-    means ``mu ~ N(0, I)``. Split: 8 % train, 2 % validation, 90 % test (ogbn-products style).
+    means ``mu ~ N(0, I)``. Split: a random ``train`` (8 %) and ``val`` (2 %) of the nodes, and
+    ``test`` of them (default: the other 90 %, ogbn-products style); a smaller ``test`` leaves
+    nodes in no split (ogbn-papers100M style, whose splits cover 1.4 % of its nodes).
     Every class gets a node: should the uniform draw miss one (only on small graphs), the first
     ``classes`` nodes take the classes in a random order. Raises DatasetError for sizes that are
     impossible or beyond :func:`~gns_jax.data.dataset.memory_budget`.
@@ -117,6 +128,7 @@ def synthetic(
         )
     check_alloc((nodes, features), 4, name, "the feature matrix")
     check_alloc((int(nodes * degree), _EDGE_BYTES), 1, name, "the edge arrays (edges x bytes)")
+    split_sizes(nodes, train, val, test, name)
     labels = rng.integers(classes, size=nodes)
     if np.bincount(labels, minlength=classes).min() == 0:
         labels[:classes] = rng.permutation(classes)
@@ -143,12 +155,41 @@ def synthetic(
     means = rng.standard_normal((classes, features)).astype(np.float32)
     x = rng.standard_normal((nodes, features), dtype=np.float32)
     x += np.float32(signal) * means[labels]
-    perm = rng.permutation(nodes)
-    n_train, n_val = max(1, int(0.08 * nodes)), max(1, int(0.02 * nodes))
+    splits, described = random_split(rng.permutation(nodes), train, val, test, name)
+    return finish(name, graph, x, labels, splits, described, classes)
+
+
+def split_sizes(
+    nodes: int, train: float, val: float, test: float | None, where: str
+) -> tuple[int, int, int]:
+    """Node counts of the random split; DatasetError naming ``where`` if it is impossible."""
+    fractions = {"train": train, "val": val} | ({} if test is None else {"test": test})
+    for key, value in fractions.items():
+        if not 0 < value <= 1:
+            raise DatasetError(f"{where}: the split fraction {key} must lie in (0, 1], got {value}")
+    n_train, n_val = max(1, int(train * nodes)), max(1, int(val * nodes))
+    n_test = nodes - n_train - n_val if test is None else max(1, int(test * nodes))
+    if n_test < 1 or n_train + n_val + n_test > nodes:
+        raise DatasetError(
+            f"{where}: a split of {n_train:,} train, {n_val:,} validation and {max(n_test, 0):,} "
+            f"test nodes (train={train:g}, val={val:g}, test={test}) does not fit in "
+            f"{nodes:,} nodes"
+        )
+    return n_train, n_val, n_test
+
+
+def random_split(
+    perm: np.ndarray, train: float, val: float, test: float | None, where: str
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], str]:
+    """The first ``train``, next ``val`` and next ``test`` of the permutation ``perm`` (sorted),
+    and the split's description (``random 8/2/90``, percentages)."""
+    n_train, n_val, n_test = split_sizes(perm.shape[0], train, val, test, where)
+    ends = np.cumsum([n_train, n_val, n_test])
     splits = (
-        np.sort(perm[:n_train]),
-        np.sort(perm[n_train : n_train + n_val]),
-        np.sort(perm[n_train + n_val :]),
+        np.sort(perm[: ends[0]]),
+        np.sort(perm[ends[0] : ends[1]]),
+        np.sort(perm[ends[1] : ends[2]]),
     )
-    return finish(name, graph, x, labels, splits, "random 8/2/90", classes)
+    shares = (train, val, 1 - train - val if test is None else test)
+    return splits, "random " + "/".join(f"{100 * share:g}" for share in shares)
 
