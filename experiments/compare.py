@@ -125,7 +125,7 @@ def plot(results: list[dict], folder: Path) -> list[Path]:
         axes[0].set_xscale("log")
         axes[0].set_xlabel("epoch time s (median, first epoch excluded)")
         axes[0].set_ylabel("test accuracy % (one point per seed)")
-        axes[0].set_title(dataset)
+        axes[0].figure.suptitle(dataset, fontsize=10)
         axes[0].legend(fontsize=6)
         axes[1].set_xscale("log")
         axes[1].set_xlabel("feature rows host -> device per batch")
@@ -156,6 +156,18 @@ def main(argv=None) -> int:
     ]
     if not args.table_only:
         run_grid(runs, args.out)
+    else:  # the header states the options: every run in --out must be one of this grid's
+        foreign = sorted(
+            p.name
+            for p in (args.out / "runs").glob("*.json")
+            if p.stem not in {r.name for r in runs}
+        )
+        if foreign:
+            parser.error(
+                f"--table-only: {len(foreign)} runs in {args.out} (e.g. {foreign[0]}) were not "
+                "made with these --datasets, --seeds and options; give the grid's options "
+                "(after --) so that the report states them truly"
+            )
     results = load_folder(args.out)
     title = "GNS ablations" if args.ablations else "NS, LADIES and GNS"
     lines = [f"# {title}", "", f"Options of every run: `{' '.join(extra)}`.", ""]

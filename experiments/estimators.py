@@ -140,7 +140,7 @@ def plot(results: list[dict], folder: Path) -> list[Path]:
             axes[1].scatter(rows, acc, color=color, label=label, s=18)
         axes[0].set_xlabel("epoch")
         axes[0].set_ylabel("validation accuracy % (mean over seeds)")
-        axes[0].set_title(dataset)
+        axes[0].figure.suptitle(dataset, fontsize=10)
         axes[0].legend(fontsize=6, ncol=2)
         axes[1].set_xscale("log")
         axes[1].set_xlabel("feature rows host -> device per batch")

@@ -52,9 +52,7 @@ class Run:
         digest = hashlib.sha256(
             json.dumps([self.dataset, self.args, self.seed]).encode()
         ).hexdigest()[:10]
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(self.dataset).name)
-        label = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.label)
-        return f"{safe}__{label}__s{self.seed}__{digest}"
+        return f"{file_name(self.dataset)}__{file_name(self.label)}__s{self.seed}__{digest}"
 
     def command(self, out: Path) -> list[str]:
         return [
@@ -155,8 +153,14 @@ def groups(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
     return out
 
 
+def file_name(text: str) -> str:
+    """``text`` (a dataset's name, path or synthetic spec; a label) as a portable file name:
+    the last path component, every character but letters, digits and ``-_.`` as ``_``."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(text).name)
+
+
 def plot_per_dataset(results: list[dict], folder: Path, panels: int, draw, order=sorted):
-    """One figure of ``panels`` axes per dataset, ``folder/<dataset>.png``:
+    """One figure of ``panels`` axes per dataset, ``folder/<dataset>.png`` (:func:`file_name`):
     ``draw(axes, dataset, labels, grouped)`` fills it, ``order`` sorts its labels."""
     import matplotlib
 
@@ -171,7 +175,7 @@ def plot_per_dataset(results: list[dict], folder: Path, panels: int, draw, order
         fig, axes = plt.subplots(1, panels, figsize=(5.3 * panels, 4.3))
         draw(axes, dataset, labels, grouped)
         fig.tight_layout()
-        path = folder / f"{Path(dataset).name}.png"
+        path = folder / f"{file_name(dataset)}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         paths.append(path)
