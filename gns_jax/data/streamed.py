@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.data.dataset import MAX_NODES, check_alloc
-from gns_jax.data.synthetic import random_split, split_sizes
+from gns_jax.data.dataset import check_alloc
+from gns_jax.data.synthetic import check_sizes, draw_nodes, random_split, split_sizes
 from gns_jax.errors import DatasetError
 
 __all__ = ["STREAM_ABOVE", "in_memory_bytes", "write_synthetic"]
@@ -97,12 +97,7 @@ def write_synthetic(
     """
     from gns_jax.data.ondisk import check_new_folder, write_meta
 
-    if not 2 <= classes <= nodes <= MAX_NODES or features < 1 or not 0 < degree < math.inf:
-        raise DatasetError(
-            f"{name}: need 2 <= classes <= nodes <= {MAX_NODES:,}, features >= 1 and a finite "
-            f"degree > 0, got nodes={nodes}, degree={degree}, features={features}, "
-            f"classes={classes}"
-        )
+    check_sizes(name, nodes, degree, features, classes)
     if feature_dtype not in ("float32", "float16"):
         raise DatasetError(f"--feature-dtype: float32 or float16, got '{feature_dtype}'")
     if not isinstance(rng.bit_generator, np.random.PCG64):
@@ -113,20 +108,8 @@ def write_synthetic(
     say = log or (lambda _line: None)
     try:
         # 1. Nodes: the in-memory generator's first draws, in its order.
-        labels = rng.integers(classes, size=nodes)
-        if np.bincount(labels, minlength=classes).min() == 0:
-            labels[:classes] = rng.permutation(classes)
-        weight = rng.pareto(exponent - 1.0, size=nodes) + 1.0
+        labels, order, cum, class_lo, class_hi = draw_nodes(rng, nodes, classes, exponent)
         num_edges = int(round(nodes * degree / 2))
-        order = np.argsort(labels, kind="stable")
-        cum = np.cumsum(weight[order])
-        del weight
-        class_end = np.searchsorted(labels[order], np.arange(classes), side="right")
-        class_hi = cum[class_end - 1]
-        class_lo = np.concatenate([[0.0], class_hi[:-1]])
-        class_lo = np.where(
-            class_end > np.concatenate([[0], class_end[:-1]]), class_lo, class_hi
-        )
         labels = labels.astype(np.int32)
         order = order.astype(np.int32)
 

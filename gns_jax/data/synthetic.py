@@ -120,27 +120,12 @@ def synthetic(
     ``classes`` nodes take the classes in a random order. Raises DatasetError for sizes that are
     impossible or beyond :func:`~gns_jax.data.dataset.memory_budget`.
     """
-    if not 2 <= classes <= nodes <= MAX_NODES or features < 1 or not 0 < degree < math.inf:
-        raise DatasetError(
-            f"{name}: need 2 <= classes <= nodes <= {MAX_NODES:,}, features >= 1 and a finite "
-            f"degree > 0, got nodes={nodes}, degree={degree}, features={features}, "
-            f"classes={classes}"
-        )
+    check_sizes(name, nodes, degree, features, classes)
     check_alloc((nodes, features), 4, name, "the feature matrix")
     check_alloc((int(nodes * degree), _EDGE_BYTES), 1, name, "the edge arrays (edges x bytes)")
     split_sizes(nodes, train, val, test, name)
-    labels = rng.integers(classes, size=nodes)
-    if np.bincount(labels, minlength=classes).min() == 0:
-        labels[:classes] = rng.permutation(classes)
-    weight = rng.pareto(exponent - 1.0, size=nodes) + 1.0
+    labels, order, cum, class_lo, class_hi = draw_nodes(rng, nodes, classes, exponent)
     num_edges = int(round(nodes * degree / 2))
-    # Nodes sorted by class so that each class's weights form one contiguous run of the cumsum.
-    order = np.argsort(labels, kind="stable")
-    cum = np.cumsum(weight[order])
-    class_end = np.searchsorted(labels[order], np.arange(classes), side="right")
-    class_hi = cum[class_end - 1]
-    class_lo = np.concatenate([[0.0], class_hi[:-1]])
-    class_lo = np.where(class_end > np.concatenate([[0], class_end[:-1]]), class_lo, class_hi)
 
     def draw(lo, hi):
         pos = np.searchsorted(cum, lo + rng.random(lo.shape[0]) * (hi - lo), side="right")
@@ -157,6 +142,34 @@ def synthetic(
     x += np.float32(signal) * means[labels]
     splits, described = random_split(rng.permutation(nodes), train, val, test, name)
     return finish(name, graph, x, labels, splits, described, classes)
+
+
+def check_sizes(name: str, nodes: int, degree: float, features: int, classes: int) -> None:
+    """DatasetError naming ``name`` for sizes no synthetic graph can have."""
+    if not 2 <= classes <= nodes <= MAX_NODES or features < 1 or not 0 < degree < math.inf:
+        raise DatasetError(
+            f"{name}: need 2 <= classes <= nodes <= {MAX_NODES:,}, features >= 1 and a finite "
+            f"degree > 0, got nodes={nodes}, degree={degree}, features={features}, "
+            f"classes={classes}"
+        )
+
+
+def draw_nodes(rng: np.random.Generator, nodes: int, classes: int, exponent: float):
+    """The graph's first draws: each node's class and Pareto weight. Returns ``labels``,
+    ``order`` (the nodes sorted by class, so that each class's weights form one contiguous run
+    of the cumulative sum), ``cum`` (the cumulative weights in that order) and each class's run
+    ``[class_lo, class_hi)`` of it."""
+    labels = rng.integers(classes, size=nodes)
+    if np.bincount(labels, minlength=classes).min() == 0:
+        labels[:classes] = rng.permutation(classes)
+    weight = rng.pareto(exponent - 1.0, size=nodes) + 1.0
+    order = np.argsort(labels, kind="stable")
+    cum = np.cumsum(weight[order])
+    class_end = np.searchsorted(labels[order], np.arange(classes), side="right")
+    class_hi = cum[class_end - 1]
+    class_lo = np.concatenate([[0.0], class_hi[:-1]])
+    class_lo = np.where(class_end > np.concatenate([[0], class_end[:-1]]), class_lo, class_hi)
+    return labels, order, cum, class_lo, class_hi
 
 
 def split_sizes(
