@@ -39,14 +39,19 @@ from pathlib import Path
 import numpy as np
 
 from gns_jax.data.dataset import check_alloc
-from gns_jax.data.synthetic import check_sizes, draw_nodes, random_split, split_sizes
+from gns_jax.data.synthetic import (
+    _EDGE_BYTES,  # the in-memory path's working memory per directed edge
+    check_sizes,
+    draw_nodes,
+    random_split,
+    split_sizes,
+)
 from gns_jax.errors import DatasetError
 
 __all__ = ["STREAM_ABOVE", "in_memory_bytes", "write_synthetic"]
 
 STREAM_ABOVE = 2 << 30  # gns-jax save streams a synthetic graph whose in-memory build needs more
 _NODE_BYTES = 48  # labels, weight, order, cum, perm, indptr: what stays in memory per node
-_EDGE_BYTES = 64  # the in-memory path's working memory per directed edge (synthetic.py)
 
 
 def in_memory_bytes(nodes: int, degree: float, features: int) -> int:
