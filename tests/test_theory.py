@@ -16,7 +16,9 @@ from gns_jax.cache import cache_distribution, inclusion_probability
 from gns_jax.graph import from_edges
 from theory import TINY, convergence, gradients, predict, unbiased, variance
 from theory.__main__ import main
+from theory.common import override
 from theory.mutations import MUTATIONS, mutated
+from theory.runner import chains, run, run_parallel
 
 
 def _tiny_graph():
@@ -158,3 +160,49 @@ def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
         main(["--json", str(tmp_path / "missing" / "x.json")])
     assert exit_info.value.code == 2
     assert "--json" in capsys.readouterr().err
+
+
+def test_chains_keep_predict_after_convergence_and_balance_the_rest():
+    names = ["unbiased", "variance", "gradients", "convergence", "predict"]
+    plan = chains(names, 2)
+    assert sorted(n for c in plan for n in c) == sorted(names)  # every module exactly once
+    with_conv = next(c for c in plan if "convergence" in c)
+    assert with_conv.index("predict") == with_conv.index("convergence") + 1
+    assert chains(names, 1) == [names]  # one job: the serial order
+    assert chains(["unbiased"], 4) == [["unbiased"]]  # never more chains than modules
+    assert len(chains(names, 8)) == 4  # convergence and predict stay together
+
+
+@pytest.mark.slow
+def test_parallel_run_gives_the_serial_verdicts_and_carries_the_mutation():
+    names = ["unbiased", "variance"]
+    serial = run(names, TINY, quiet=True)
+    parallel = run_parallel(names, TINY, 2)
+    for name in names:
+        assert [c.measured for c in parallel[name]["checks"]] == [
+            c.measured for c in serial[name]["checks"]
+        ]
+    broken = run_parallel(names, TINY, 2, mutate="drop-q")  # the workers must put it in
+    assert not broken["unbiased"]["checks"][0].passed
+
+
+def test_set_overrides_fields_by_their_types_and_names_what_is_wrong(capsys):
+    changed = override(TINY, ["model_dataset=cora", "conv_fractions=0.05,0.5", "conv_seeds=4"])
+    assert (changed.model_dataset, changed.conv_fractions, changed.conv_seeds) == (
+        "cora",
+        (0.05, 0.5),
+        4,
+    )
+    assert (
+        "conv_fractions=0.05,0.5" in changed.name and changed.unbiased_draws == TINY.unbiased_draws
+    )
+    for bad, says in (
+        (["conv_seed=4"], "FIELD=VALUE"),
+        (["conv_seeds=four"], "not a int"),
+        (["conv_fractions="], "empty"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            override(TINY, bad)
+    with pytest.raises(SystemExit):
+        main(["--setting", "tiny", "--set", "hidden=x"])
+    assert "--set: 'hidden=x'" in capsys.readouterr().err

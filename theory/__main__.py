@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -19,24 +20,11 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from theory import convergence, gradients, predict, unbiased, variance
-from theory.common import FULL, SETTINGS, Check
-from theory.mutations import MUTATIONS, mutated
+from theory.common import FULL, SETTINGS, Check, override
+from theory.mutations import MUTATIONS
+from theory.runner import MODULES, run_parallel
 
-MODULES = {
-    "unbiased": unbiased,
-    "variance": variance,
-    "gradients": gradients,
-    "convergence": convergence,
-    "predict": predict,
-}
 HERE = Path(__file__).resolve().parent
-
-
-def _print_check(check: Check) -> None:
-    print(f"[{check.verdict}] {check.claim}  ({check.module})", flush=True)
-    print(f"       measured:  {check.measured}", flush=True)
-    print(f"       criterion: {check.criterion}", flush=True)
 
 
 def environment() -> str:
@@ -59,31 +47,6 @@ def _jsonable(value):
     if isinstance(value, np.generic):
         return value.item()
     return value
-
-
-def run(names, setting, *, quiet: bool = False) -> dict:
-    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each."""
-    results = {}
-    for name in names:
-        if not quiet:
-            print(f"-- {name} ({setting.name} setting)", file=sys.stderr, flush=True)
-        start = time.perf_counter()
-        if name == "predict":
-            measured = None
-            if "convergence" in results:
-                measured = {
-                    (setting.model_dataset, est): fraction
-                    for est, fraction in results["convergence"]["proper"].items()
-                }
-            results[name] = predict.run(setting, measured=measured)
-        else:
-            results[name] = MODULES[name].run(setting)
-        results[name]["seconds"] = time.perf_counter() - start
-        if not quiet:
-            for check in results[name]["checks"]:
-                _print_check(check)
-            print(f"   ({results[name]['seconds']:.0f} s)", file=sys.stderr, flush=True)
-    return results
 
 
 def _report_from_json(path: Path, parser) -> int:
@@ -119,6 +82,20 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--mutate", choices=MUTATIONS, default=None, help="put this defect into the library first"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="processes to spread the modules over (default: 2, or 1 on a 1-core machine)",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="change fields of the setting, e.g. model_dataset=amazon_computers "
+        "conv_fractions=0.01,0.05 (tuples comma-separated)",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     parser.add_argument(
         "--from-json",
@@ -126,6 +103,8 @@ def main(argv=None) -> int:
         help="rewrite theory/README.md from a --full run's --json file, without rerunning",
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.from_json is not None:
         return _report_from_json(args.from_json, parser)
     if args.json is not None and not args.json.parent.is_dir():
@@ -133,9 +112,15 @@ def main(argv=None) -> int:
     if args.full and args.setting not in (None, FULL.name):
         parser.error("--full is --setting full")
     setting = FULL if args.full else SETTINGS[args.setting or "small"]
+    if args.set:
+        if args.full:
+            parser.error("--set changes the setting; --full is the report's, as fixed")
+        try:
+            setting = override(setting, args.set)
+        except ValueError as e:
+            parser.error(f"--set: {e}")
     start = time.perf_counter()
-    with mutated(args.mutate):
-        results = run(args.only, setting)
+    results = run_parallel(args.only, setting, args.jobs, args.mutate)
     elapsed = time.perf_counter() - start
     checks = [c for r in results.values() for c in r["checks"] if not c.finding]
     findings = [c for r in results.values() for c in r["checks"] if c.finding]

@@ -34,6 +34,7 @@ __all__ = [
     "Check",
     "Setting",
     "bonferroni_z",
+    "override",
     "by_fraction",
     "gns_input_draws",
     "loglog_slope",
@@ -48,7 +49,7 @@ ESTIMATORS = ("ht", "hajek", "clipped")  # the unbiased estimator and its lower-
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Sizes of every check. ``TINY`` is what the tests run, ``SMALL`` the default of
-    ``python -m theory`` (674 CPU-seconds; 12.4 min while two other jobs shared the 2 cores),
+    ``python -m theory`` (290 s on 2 cores with its two worker processes, 566 CPU-seconds),
     ``FULL`` the report."""
 
     name: str
@@ -152,6 +153,29 @@ FULL = Setting(
     predict_samples=128,
 )
 SETTINGS = {s.name: s for s in (TINY, SMALL, FULL)}
+
+
+def override(setting: Setting, assignments: list[str]) -> Setting:
+    """``setting`` with ``FIELD=VALUE`` assignments applied, each value parsed as its field's
+    type (tuples comma-separated); the name gains the assignments, so reports say what ran.
+    Raises ``ValueError`` naming the assignment that is wrong."""
+    fields = {f.name: f for f in dataclasses.fields(Setting)}
+    changes = {}
+    for text in assignments:
+        name, sep, value = text.partition("=")
+        if not sep or name not in fields or name == "name":
+            known = ", ".join(n for n in fields if n != "name")
+            raise ValueError(f"{text!r} is not FIELD=VALUE with a FIELD of: {known}")
+        current = getattr(setting, name)
+        kind = type(current[0]) if isinstance(current, tuple) and current else type(current)
+        try:
+            parts = [kind(v) for v in value.split(",") if v] if isinstance(current, tuple) else None
+            changes[name] = tuple(parts) if parts is not None else kind(value)
+        except ValueError:
+            raise ValueError(f"{text!r}: {value!r} is not a {kind.__name__}") from None
+        if isinstance(current, tuple) and not changes[name]:
+            raise ValueError(f"{text!r}: an empty list")
+    return dataclasses.replace(setting, name=f"{setting.name}, {' '.join(assignments)}", **changes)
 
 
 class Check(NamedTuple):
@@ -325,12 +349,16 @@ def gns_input_draws(
 
     rng = np.random.default_rng([seed, int(fraction * 1e6), int(replace)])
     dummy = np.zeros((graph.num_nodes, 1), np.float32)
+    # P(N_C(v) non-empty) depends on the distribution and m only: computed once, not per draw.
+    nonempty = cache_lib.nonempty_probability(graph, cache_lib.inclusion_probability(probs, m), m)
     values = {w: [] for w in weights}
     counts, srs_var = [], []
     draw = cache_lib.draw_cache
     for t in range(draws):
         snap = draw(rng, probs, m) if replace else draw_without_replacement(rng, probs, m)
-        cache, _ = cache_lib.build_device_cache(graph, dummy, snap)
+        cache, _ = cache_lib.build_device_cache(
+            graph, dummy, snap, with_other=top_up, nonempty=nonempty
+        )
         out, num_cached, srs = one(jax.random.key(t), cache)
         for w in weights:
             values[w].append(out[w])

@@ -51,10 +51,10 @@ def sgd(problem, sampler, eta, weights, train_idx, steps: int, evals: int, batch
     step = jax.jit(lambda t, g: t - eta * g)
     for t in range(steps + 1):
         if t in at:
-            g = problem.grad(theta, weights)
+            f, g = problem.loss_and_grad(theta, weights)
             points.append(t)
             norms.append(float(jnp.vdot(g, g)))
-            losses.append(float(problem.loss(theta, weights)))
+            losses.append(float(f))
         if t == steps:
             break
         seeds = np.sort(rng.choice(train_idx, batch, replace=False))

@@ -55,6 +55,7 @@ class Problem:
         self.num_params = int(self.theta0.size)
         self._probs = cache_lib.cache_distribution(ds.graph, "degree")
         self._dummy = np.zeros((ds.num_nodes, 1), np.float32)
+        self._nonempty: dict[int, np.ndarray] = {}
 
         graphdef = self.graphdef
 
@@ -79,6 +80,7 @@ class Problem:
 
         self.loss = jax.jit(loss)
         self.grad = jax.jit(jax.grad(loss))
+        self.loss_and_grad = jax.jit(jax.value_and_grad(loss))
         self.hvp = jax.jit(lambda t, w, v: jax.jvp(lambda s: jax.grad(loss)(s, w), (t,), (v,))[1])
         self.sampled_grad = jax.jit(sampled)
 
@@ -105,8 +107,18 @@ class Problem:
         """One stochastic gradient: for GNS a fresh cache (from ``rng``), then a sampled batch."""
         cache = None
         if sampler.uses_cache:
-            snap = cache_lib.draw_cache(rng, self._probs, sampler.cache_size)
-            cache, _ = cache_lib.build_device_cache(self.dataset.graph, self._dummy, snap)
+            m = sampler.cache_size
+            if self._nonempty.get(m) is None:  # depends on the distribution and m only
+                pi = cache_lib.inclusion_probability(self._probs, m)
+                self._nonempty[m] = cache_lib.nonempty_probability(self.dataset.graph, pi, m)
+            snap = cache_lib.draw_cache(rng, self._probs, m)
+            cache, _ = cache_lib.build_device_cache(
+                self.dataset.graph,
+                self._dummy,
+                snap,
+                with_other=sampler.needs_other,
+                nonempty=self._nonempty[m],
+            )
         batch = sampler.sample(key, sampler.pad_seeds(seeds), cache)
         return self.sampled_grad(theta, batch)
 

@@ -29,7 +29,7 @@ runs. There are two kinds of verdict:
   PASS.
 
 ```
-python -m theory                 # small setting: every check and finding, ~11 CPU-minutes
+python -m theory                 # small setting: every check and finding, ~5 min on 2 cores
 python -m theory --full          # report setting: rewrites this file and figures/ (matplotlib:
                                  #   pip install -e '.[theory]', or `make theory`)
 python -m theory --only variance --json out.json   # one module, every figure as JSON

@@ -1,0 +1,110 @@
+"""Runs the modules of :mod:`theory` and prints their verdicts, in one process or spread over
+several (``python -m theory --jobs N``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from theory import convergence, gradients, predict, unbiased, variance
+from theory.common import Check
+from theory.mutations import mutated
+
+__all__ = ["MODULES", "chains", "run", "run_parallel"]
+
+MODULES = {
+    "unbiased": unbiased,
+    "variance": variance,
+    "gradients": gradients,
+    "convergence": convergence,
+    "predict": predict,
+}
+
+
+def _print_check(check: Check) -> None:
+    # One write, so that the lines of two worker processes do not interleave within a check.
+    print(
+        f"[{check.verdict}] {check.claim}  ({check.module})\n"
+        f"       measured:  {check.measured}\n"
+        f"       criterion: {check.criterion}",
+        flush=True,
+    )
+
+
+def run(names, setting, *, quiet: bool = False) -> dict:
+    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each."""
+    results = {}
+    for name in names:
+        if not quiet:
+            print(f"-- {name} ({setting.name} setting)", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        if name == "predict":
+            measured = None
+            if "convergence" in results:
+                measured = {
+                    (setting.model_dataset, est): fraction
+                    for est, fraction in results["convergence"]["proper"].items()
+                }
+            results[name] = predict.run(setting, measured=measured)
+        else:
+            results[name] = MODULES[name].run(setting)
+        results[name]["seconds"] = time.perf_counter() - start
+        if not quiet:
+            for check in results[name]["checks"]:
+                _print_check(check)
+            print(f"   ({results[name]['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    return results
+
+
+def _run_chain(names, setting, mutate):
+    """One worker's share: ``names`` in order, with ``mutate`` in force (a spawned process)."""
+    with mutated(mutate):
+        return run(names, setting)
+
+
+def chains(names, jobs: int) -> list[list[str]]:
+    """Splits the modules into at most ``jobs`` ordered chains that can run side by side.
+
+    ``predict`` reads ``convergence``'s measured sizes, so the two share a chain; the other
+    modules are dealt to the chains greedily by their default-setting cost (seconds, measured),
+    longest first.
+    """
+    cost = {"convergence": 240, "predict": 40, "gradients": 140, "variance": 80, "unbiased": 35}
+    units = [[n for n in ("convergence", "predict") if n in names]]
+    units += [[n] for n in names if n not in ("convergence", "predict")]
+    units = sorted((u for u in units if u), key=lambda u: -sum(cost[n] for n in u))
+    out: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(units))))]
+    for unit in units:
+        min(out, key=lambda c: sum(cost[n] for n in c)).extend(unit)
+    order = {n: i for i, n in enumerate(names)}
+    return [sorted(c, key=order.__getitem__) for c in out if c]
+
+
+def run_parallel(names, setting, jobs: int, mutate: str | None = None) -> dict:
+    """:func:`run` with the modules spread over ``jobs`` processes (most of each module is
+    single-threaded Python driving small XLA calls, so two processes use two cores); the
+    results are those of a serial run (every module draws from its own fixed seeds)."""
+    import concurrent.futures
+    import multiprocessing
+
+    plan = chains(names, jobs)
+    if len(plan) == 1:
+        with mutated(mutate):
+            return run(names, setting)
+    context = multiprocessing.get_context("spawn")
+    # Each worker runs XLA's CPU kernels on its own thread: two workers with a thread pool each
+    # would oversubscribe the cores. The spawned processes read the variable when jax loads.
+    saved = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = f"{saved or ''} --xla_cpu_multi_thread_eigen=false".strip()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(len(plan), mp_context=context) as pool:
+            args = (plan, [setting] * len(plan), [mutate] * len(plan))
+            parts = list(pool.map(_run_chain, *args))
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = saved
+    merged = {k: v for part in parts for k, v in part.items()}
+    return {name: merged[name] for name in names}
