@@ -34,7 +34,13 @@ python -m theory --full          # report setting: rewrites this file and figure
                                  #   pip install -e '.[theory]', or `make theory`)
 python -m theory --only variance --json out.json   # one module, every figure as JSON
 python -m theory --only unbiased --mutate drop-q   # the same check with a defect put in: FAIL
+python -m theory --jobs 1                          # one process (default 2 worker processes)
+python -m theory --only convergence predict --set model_dataset=amazon_computers \\
+    predict_datasets=amazon_computers             # any field of the setting changed
 ```
+
+`theory/second-graph/` holds the convergence and prediction modules on a second graph
+(Amazon Computers), with its own README.
 
 This file was written by `python -m theory --full --json theory/full-run.json`; every number below
 is in `full-run.json` (`python -m theory --from-json theory/full-run.json` redraws this file and
