@@ -21,11 +21,14 @@ import numpy as np
 
 __all__ = [
     "CompileCounter",
+    "IoMeter",
     "Stopwatch",
     "Reporter",
     "TransferMeter",
     "environment",
+    "memory_split",
     "peak_rss_gib",
+    "process_io",
     "reset_peak_rss",
 ]
 
@@ -109,6 +112,67 @@ def peak_rss_gib() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _proc_fields(path: str, names: tuple[str, ...]) -> dict[str, int] | None:
+    """``{name: first integer}`` of the ``name:`` lines of a ``/proc`` file; None off Linux."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    out = {}
+    for line in lines:
+        name, _, rest = line.partition(":")
+        if name in names and rest.split():
+            out[name] = int(rest.split()[0])
+    return out
+
+
+def process_io() -> dict[str, int] | None:
+    """This process's I/O counters (``/proc/self/io``): ``read_bytes``, the bytes it caused to be
+    read from storage (page-cache misses, memory-mapped pages included), and ``rchar``, the bytes
+    its read calls returned (page-cache hits included, mapped pages not); None off Linux."""
+    return _proc_fields("/proc/self/io", ("read_bytes", "rchar"))
+
+
+def memory_split() -> dict[str, float] | None:
+    """Resident memory now, in GiB: ``anon`` (the process's own allocations) and ``file``
+    (mapped file pages, e.g. memory-mapped features, which the kernel can drop and re-read);
+    ``VmHWM`` counts both. None off Linux."""
+    kib = _proc_fields("/proc/self/status", ("RssAnon", "RssFile"))
+    if not kib or len(kib) < 2:
+        return None
+    return {"anon": kib["RssAnon"] / 2**20, "file": kib["RssFile"] / 2**20}
+
+
+class IoMeter:
+    """Disk reads and anonymous memory over a run: created when it begins, ``sample()`` where
+    memory peaks (after every epoch and its evaluation), ``to_json()`` for the results.
+
+    The anonymous peak is the largest sample (the kernel keeps no peak of it); the disk bytes are
+    the change of ``read_bytes`` since creation, so that the reads that loaded the dataset before
+    the run are not counted. Off Linux every figure is None.
+    """
+
+    def __init__(self):
+        self.io0 = process_io()
+        self.peak_anon: float | None = None
+
+    def sample(self) -> None:
+        split = memory_split()
+        if split is not None:
+            self.peak_anon = max(self.peak_anon or 0.0, split["anon"])
+
+    def to_json(self) -> dict:
+        self.sample()
+        now, split = process_io(), memory_split()
+        counted = now is not None and self.io0 is not None
+        return {
+            "disk_read_bytes": now["read_bytes"] - self.io0["read_bytes"] if counted else None,
+            "read_call_bytes": now["rchar"] - self.io0["rchar"] if counted else None,
+            "peak_rss_anon_gib": self.peak_anon,
+            "rss_file_gib": None if split is None else split["file"],
+        }
 
 
 def environment() -> dict:

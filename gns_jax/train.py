@@ -43,7 +43,14 @@ from gns_jax.config import (
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.evaluate import Evaluator, supports_exact
-from gns_jax.instrument import CompileCounter, Reporter, TransferMeter, environment, peak_rss_gib
+from gns_jax.instrument import (
+    CompileCounter,
+    IoMeter,
+    Reporter,
+    TransferMeter,
+    environment,
+    peak_rss_gib,
+)
 from gns_jax.loader import DROPOUT, INIT, DeviceBatch, LoaderState
 from gns_jax.parallel import DataParallel, make_parallel_train_step, resolve_devices
 
@@ -221,6 +228,7 @@ def fit(
     Test accuracy is reported at the epoch of best validation accuracy (ties: the earliest).
     """
     config.validate()
+    io = IoMeter()  # disk reads and memory from here on: the dataset's loading is not counted
     reporter = reporter or Reporter(quiet)
     parallel = None
     if resolve_devices(config.devices) > 1 or jax.process_count() > 1:
@@ -349,10 +357,12 @@ def fit(
         )
 
     def results(status: str) -> dict:
-        return _metrics(
+        metrics = _metrics(
             dataset, config, loader, evaluator, history, best, totals, counter, status,
             resumed_from, feature_norm(dataset, config), eval_mode, parallel,
         )  # fmt: skip
+        environment_record = metrics.pop("environment")  # kept last
+        return metrics | io.to_json() | {"environment": environment_record}
 
     if parallel is not None:
         state = parallel.replicate(state)
@@ -409,6 +419,7 @@ def fit(
                     # a copy: the step donates the state
                     best_params = jax.tree.map(jnp.copy, local(state.params))
             history.append(record)
+            io.sample()
             reporter.line(
                 f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
                 + (f"val {record['val_accuracy']:.4f}  " if "val_accuracy" in record else "")

@@ -40,6 +40,8 @@ KEYS = {
     "h2d_bytes_per_batch",
     "cache_hit_rate",
     "compilations",
+    "disk_read_bytes",
+    "peak_rss_anon_gib",
 }
 
 

@@ -1,17 +1,23 @@
 """The memory-mapped dataset directory and the OGB node-property reader."""
 
 import dataclasses
+import gc
 import gzip
 import json
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from gns_jax.cli import main
+from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
 from gns_jax.data.ondisk import read_ogb, read_saved, save_dataset
 from gns_jax.errors import DatasetError
+from gns_jax.instrument import IoMeter, process_io
+from gns_jax.train import fit
 from tests.test_cli import TINY
 
 
@@ -213,3 +219,73 @@ def test_ogb_binary_errors_name_the_file(tiny_dataset, tmp_path):
     np.savez(root / "raw" / "data.npz", **data)
     with pytest.raises(DatasetError, match=r"node-label\.npz"):
         read_ogb(root)
+
+
+def _evict(path) -> None:
+    """Drops ``path``'s pages from the page cache (written back first), as if never read."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def _read_all(path) -> int:
+    with open(path, "rb", buffering=0) as f:
+        return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b""))
+
+
+@pytest.fixture
+def block_reads(tmp_path):
+    """A file of 4 MiB under ``tmp_path``, evicted; skips where reads there never reach storage
+    (tmpfs) or the kernel gives no I/O counters (not Linux)."""
+    if not hasattr(os, "posix_fadvise") or process_io() is None:
+        pytest.skip("no /proc/self/io or posix_fadvise here")
+    path = tmp_path / "probe.bin"
+    path.write_bytes(np.random.default_rng(0).bytes(4 << 20))
+    _evict(path)
+    before = process_io()["read_bytes"]
+    _read_all(path)
+    if process_io()["read_bytes"] - before < (1 << 20):
+        pytest.skip("reads under tmp_path do not reach a block device (tmpfs?)")
+    _evict(path)
+    return path
+
+
+def test_io_meter_counts_this_runs_disk_reads_and_page_cache_hits(block_reads):
+    size = block_reads.stat().st_size
+    meter = IoMeter()
+    assert _read_all(block_reads) == size
+    cold = meter.to_json()
+    # the file's bytes from storage, not the process's reads before the meter started
+    assert size <= cold["disk_read_bytes"] <= size + (1 << 20)
+    assert cold["read_call_bytes"] >= size
+    _read_all(block_reads)  # again: from the page cache
+    warm = meter.to_json()
+    assert warm["disk_read_bytes"] - cold["disk_read_bytes"] < size // 10
+    assert warm["read_call_bytes"] - cold["read_call_bytes"] >= size
+    assert warm["peak_rss_anon_gib"] > 0 and warm["rss_file_gib"] >= 0
+
+
+def test_training_from_disk_reports_its_reads_and_memory(block_reads, tmp_path):
+    folder = tmp_path / "saved"
+    spec = "synthetic:nodes=4000,degree=6,features=128,classes=4,seed=3"
+    assert main(["save", "--dataset", spec, "--out", str(folder), "--quiet"]) == 0
+    loaded = load_dataset(str(folder))  # checks every row: the features are now cached
+    assert isinstance(loaded.features, np.memmap)
+    # As for a graph larger than the page cache: the pages dropped and mapped afresh (the kernel
+    # keeps the pages of a live mapping that were touched).
+    dataset = dataclasses.replace(loaded, features=None)
+    del loaded
+    gc.collect()
+    _evict(folder / "features.npy")
+    features = np.load(folder / "features.npy", mmap_mode="r", allow_pickle=False)
+    dataset = dataclasses.replace(dataset, features=features)
+    config = TrainConfig(sampler="ns", fanouts=(4, 3), epochs=1, batch_size=64, eval_mode="sampled")
+    result = fit(dataset, config, quiet=True).metrics
+    size = (folder / "features.npy").stat().st_size
+    # the mapped rows that the batches and the evaluation touched came from storage, once
+    assert 0 < result["disk_read_bytes"] <= size + (1 << 20)
+    assert result["rss_file_gib"] > 0 and result["peak_rss_anon_gib"] > 0
+    assert result["read_call_bytes"] >= 0
