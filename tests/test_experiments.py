@@ -4,9 +4,12 @@ import argparse
 import json
 
 import jax
+import numpy as np
+import pytest
 
-from experiments import bench_epoch
+from experiments import bench_disk, bench_epoch
 from gns_jax.data import load_dataset
+from gns_jax.instrument import process_io
 
 
 def test_bench_epoch_reports_ns_and_gns_side_by_side(tmp_path, capsys):
@@ -80,3 +83,26 @@ def test_the_comparison_command_writes_its_table_and_plots(tmp_path):
     runs = [Run(spec, label, 0, (*options, *opts)) for label, opts in compare.comparison()]
     run_grid(runs, tmp_path)
     assert sorted(p.stat().st_mtime_ns for p in (tmp_path / "runs").glob("*.json")) == stamps
+
+
+def test_bench_disk_measures_reads_from_storage(tmp_path, capsys):
+    if process_io() is None:
+        pytest.skip("no /proc/self/io here")
+    path = tmp_path / "features.npy"
+    np.save(path, np.random.default_rng(0).normal(size=(8192, 64)).astype(np.float32))
+    out = tmp_path / "disk"
+    args = ["--file", str(path), "--seconds", "5", "--reads", "2000", "--out", str(out)]
+    assert bench_disk.main(args) == 0
+    result = json.loads((out / "disk.json").read_text())
+    assert result["row_bytes"] == 256 and result["rows"] == 8192
+    assert result["sequential"]["bytes"] == path.stat().st_size
+    for phase in ("random_pread", "random_mapped"):
+        assert result[phase]["rows"] == 2000 and result[phase]["rows_per_s"] > 0
+    if result["sequential"]["disk_bytes"] > 0:  # not a tmpfs: the pages were really dropped
+        assert result["sequential"]["disk_bytes"] >= path.stat().st_size // 2
+        # a page of 4 KiB (16 rows here) holds each row read: at most a page per row requested
+        assert 0 < result["random_pread"]["disk_bytes_per_row"] <= 4096 + 1
+    assert "random rows, memory-mapped" in (out / "disk.md").read_text()
+    with pytest.raises(SystemExit):
+        bench_disk.main(["--file", str(tmp_path / "missing.npy")])
+    assert "missing.npy is not a file" in capsys.readouterr().err
