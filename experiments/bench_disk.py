@@ -32,19 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.instrument import environment, process_io
+from gns_jax.instrument import drop_from_page_cache, environment, process_io
 
 CHUNK = 8 << 20
-
-
-def evict(path: Path) -> None:
-    """Writes ``path`` back and drops its pages from the page cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def _read_bytes() -> int:
@@ -53,7 +43,7 @@ def _read_bytes() -> int:
 
 
 def sequential(path: Path, max_bytes: int) -> dict:
-    evict(path)
+    drop_from_page_cache(path)
     disk0, start, done = _read_bytes(), time.perf_counter(), 0
     with open(path, "rb", buffering=0) as f:
         while done < max_bytes:
@@ -88,7 +78,7 @@ def _random_phase(read_rows, rows: np.ndarray, row_bytes: int, seconds: float, s
 
 
 def random_reads(path: Path, offset: int, row_bytes: int, rows: np.ndarray, seconds: float):
-    evict(path)
+    drop_from_page_cache(path)
     fd = os.open(path, os.O_RDONLY)
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
@@ -103,7 +93,7 @@ def random_reads(path: Path, offset: int, row_bytes: int, rows: np.ndarray, seco
 
 
 def mapped_gathers(path: Path, rows: np.ndarray, seconds: float, batch: int) -> dict:
-    evict(path)
+    drop_from_page_cache(path)
     table = np.load(path, mmap_mode="r", allow_pickle=False)
     row_bytes = table.shape[1] * table.dtype.itemsize
     sink = []

@@ -25,6 +25,7 @@ __all__ = [
     "Stopwatch",
     "Reporter",
     "TransferMeter",
+    "drop_from_page_cache",
     "environment",
     "memory_split",
     "peak_rss_gib",
@@ -126,6 +127,17 @@ def _proc_fields(path: str, names: tuple[str, ...]) -> dict[str, int] | None:
         if name in names and rest.split():
             out[name] = int(rest.split()[0])
     return out
+
+
+def drop_from_page_cache(path) -> None:
+    """Writes ``path`` back and drops its pages from the page cache (``posix_fadvise``, no root
+    needed), so that its next reads come from storage; the pages a live mapping has touched stay."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
 
 
 def process_io() -> dict[str, int] | None:

@@ -16,7 +16,7 @@ from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
 from gns_jax.data.ondisk import read_ogb, read_saved, save_dataset
 from gns_jax.errors import DatasetError
-from gns_jax.instrument import IoMeter, process_io
+from gns_jax.instrument import IoMeter, drop_from_page_cache, process_io
 from gns_jax.train import fit
 from tests.test_cli import TINY
 
@@ -221,16 +221,6 @@ def test_ogb_binary_errors_name_the_file(tiny_dataset, tmp_path):
         read_ogb(root)
 
 
-def _evict(path) -> None:
-    """Drops ``path``'s pages from the page cache (written back first), as if never read."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def _read_all(path) -> int:
     with open(path, "rb", buffering=0) as f:
         return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 20), b""))
@@ -244,12 +234,12 @@ def block_reads(tmp_path):
         pytest.skip("no /proc/self/io or posix_fadvise here")
     path = tmp_path / "probe.bin"
     path.write_bytes(np.random.default_rng(0).bytes(4 << 20))
-    _evict(path)
+    drop_from_page_cache(path)
     before = process_io()["read_bytes"]
     _read_all(path)
     if process_io()["read_bytes"] - before < (1 << 20):
         pytest.skip("reads under tmp_path do not reach a block device (tmpfs?)")
-    _evict(path)
+    drop_from_page_cache(path)
     return path
 
 
@@ -279,7 +269,7 @@ def test_training_from_disk_reports_its_reads_and_memory(block_reads, tmp_path):
     dataset = dataclasses.replace(loaded, features=None)
     del loaded
     gc.collect()
-    _evict(folder / "features.npy")
+    drop_from_page_cache(folder / "features.npy")
     features = np.load(folder / "features.npy", mmap_mode="r", allow_pickle=False)
     dataset = dataclasses.replace(dataset, features=features)
     config = TrainConfig(sampler="ns", fanouts=(4, 3), epochs=1, batch_size=64, eval_mode="sampled")
