@@ -1,7 +1,7 @@
 """Numerical checks of the GNS estimators and of the paper's convergence claim.
 
-``python -m theory`` runs every module in the small setting (4.8 min on 2 cores, two worker
-processes: ``--jobs``) and prints,
+``python -m theory`` runs every module in the small setting (about 5 min on 2 cores, two
+worker processes: ``--jobs``) and prints,
 per claim, what was measured, the criterion (fixed in the code before the run) and the verdict:
 PASS or FAIL for a check of the implementation or of the theory's own prediction, HOLDS or DOES
 NOT HOLD for a finding on one of the paper's claims. ``python -m theory --full`` runs the report

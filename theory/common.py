@@ -49,7 +49,8 @@ ESTIMATORS = ("ht", "hajek", "clipped")  # the unbiased estimator and its lower-
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Sizes of every check. ``TINY`` is what the tests run, ``SMALL`` the default of
-    ``python -m theory`` (290 s on 2 cores with its two worker processes, 566 CPU-seconds),
+    ``python -m theory`` (290 and 307 s in two runs on 2
+    cores with its two worker processes, 566-605 CPU-seconds),
     ``FULL`` the report."""
 
     name: str
