@@ -228,7 +228,7 @@ def fit(
     Test accuracy is reported at the epoch of best validation accuracy (ties: the earliest).
     """
     config.validate()
-    io = IoMeter()  # disk reads and memory from here on: the dataset's loading is not counted
+    io_meter = IoMeter()  # disk reads and memory from here: the dataset's loading not counted
     reporter = reporter or Reporter(quiet)
     parallel = None
     if resolve_devices(config.devices) > 1 or jax.process_count() > 1:
@@ -357,12 +357,10 @@ def fit(
         )
 
     def results(status: str) -> dict:
-        metrics = _metrics(
+        return _metrics(
             dataset, config, loader, evaluator, history, best, totals, counter, status,
-            resumed_from, feature_norm(dataset, config), eval_mode, parallel,
+            resumed_from, feature_norm(dataset, config), eval_mode, parallel, io_meter,
         )  # fmt: skip
-        environment_record = metrics.pop("environment")  # kept last
-        return metrics | io.to_json() | {"environment": environment_record}
 
     if parallel is not None:
         state = parallel.replicate(state)
@@ -419,7 +417,7 @@ def fit(
                     # a copy: the step donates the state
                     best_params = jax.tree.map(jnp.copy, local(state.params))
             history.append(record)
-            io.sample()
+            io_meter.sample()
             reporter.line(
                 f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
                 + (f"val {record['val_accuracy']:.4f}  " if "val_accuracy" in record else "")
@@ -449,7 +447,7 @@ def fit(
 
 def _metrics(
     dataset, config, loader, evaluator, history, best, totals, counter, status, resumed_from,
-    norm, eval_mode, parallel=None,
+    norm, eval_mode, parallel, io_meter,
 ) -> dict:  # fmt: skip
     """The JSON results (``docs/results.md``)."""
     batches = max(totals.batches, 1)
@@ -514,6 +512,7 @@ def _metrics(
         "evaluation": None if evaluator is None else eval_mode,
         "resumed_from_step": resumed_from,
         "peak_rss_gib": peak_rss_gib(),
+        **io_meter.to_json(),
         "environment": environment(),
     }
 

@@ -34,11 +34,11 @@ __all__ = [
     "Check",
     "Setting",
     "bonferroni_z",
-    "override",
     "by_fraction",
     "gns_input_draws",
     "loglog_slope",
     "ns_input_draws",
+    "override",
     "scalar_signal",
     "targets_with_hubs",
 ]
@@ -49,8 +49,8 @@ ESTIMATORS = ("ht", "hajek", "clipped")  # the unbiased estimator and its lower-
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Sizes of every check. ``TINY`` is what the tests run, ``SMALL`` the default of
-    ``python -m theory`` (290 and 307 s in two runs on 2
-    cores with its two worker processes, 566-605 CPU-seconds),
+    ``python -m theory`` (290 and 307 s in two runs on 2 cores with its two worker processes,
+    566-605 CPU-seconds),
     ``FULL`` the report."""
 
     name: str
@@ -350,13 +350,14 @@ def gns_input_draws(
 
     rng = np.random.default_rng([seed, int(fraction * 1e6), int(replace)])
     dummy = np.zeros((graph.num_nodes, 1), np.float32)
-    # P(N_C(v) non-empty) depends on the distribution and m only: computed once, not per draw.
-    nonempty = cache_lib.nonempty_probability(graph, cache_lib.inclusion_probability(probs, m), m)
+    nonempty = None  # P(N_C(v) non-empty) depends on the distribution and m only: once
     values = {w: [] for w in weights}
     counts, srs_var = [], []
     draw = cache_lib.draw_cache
     for t in range(draws):
         snap = draw(rng, probs, m) if replace else draw_without_replacement(rng, probs, m)
+        if nonempty is None:
+            nonempty = cache_lib.nonempty_probability(graph, snap.inclusion_prob, m)
         cache, _ = cache_lib.build_device_cache(
             graph, dummy, snap, with_other=top_up, nonempty=nonempty
         )

@@ -108,10 +108,10 @@ class Problem:
         cache = None
         if sampler.uses_cache:
             m = sampler.cache_size
-            if self._nonempty.get(m) is None:  # depends on the distribution and m only
-                pi = cache_lib.inclusion_probability(self._probs, m)
-                self._nonempty[m] = cache_lib.nonempty_probability(self.dataset.graph, pi, m)
             snap = cache_lib.draw_cache(rng, self._probs, m)
+            if m not in self._nonempty:  # depends on the distribution and m only: once per m
+                graph = self.dataset.graph
+                self._nonempty[m] = cache_lib.nonempty_probability(graph, snap.inclusion_prob, m)
             cache, _ = cache_lib.build_device_cache(
                 self.dataset.graph,
                 self._dummy,
