@@ -90,8 +90,7 @@ def run_parallel(names, setting, jobs: int, mutate: str | None = None) -> dict:
 
     plan = chains(names, jobs)
     if len(plan) == 1:
-        with mutated(mutate):
-            return run(names, setting)
+        return _run_chain(names, setting, mutate)
     context = multiprocessing.get_context("spawn")
     # Each worker runs XLA's CPU kernels on its own thread: two workers with a thread pool each
     # would oversubscribe the cores. The spawned processes read the variable when jax loads.
