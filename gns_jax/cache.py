@@ -26,6 +26,7 @@ import numpy as np
 
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
+from gns_jax.instrument import PAGE_CACHE
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -285,6 +286,7 @@ def build_device_cache(
         other_indptr = np.zeros(graph.num_nodes + 1, np.int32)
         other_indices = np.zeros(1, np.int32)
     ids = snapshot.node_ids[: snapshot.num_cached]
+    PAGE_CACHE.count(features, ids)  # rows of a mapped file: were they in the page cache?
     if means is None:
         rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
         rows[: snapshot.num_cached] = features[ids]

@@ -349,9 +349,10 @@ def compile_cache_dir() -> Path | None:
     return Path(base) / "gns-jax" / "jax"
 
 
-def enable_compile_cache(off: bool) -> Path | None:
-    """Turns on JAX's persistent compilation cache (every compilation over 0.2 s is kept)."""
-    folder = None if off else compile_cache_dir()
+def enable_compile_cache(off: bool, folder: Path | None = None) -> Path | None:
+    """Turns on JAX's persistent compilation cache (every compilation over 0.2 s is kept), in
+    ``folder`` (default: :func:`compile_cache_dir`); returns the folder, or None when off."""
+    folder = None if off else (folder or compile_cache_dir())
     if folder is None:
         return None
     try:

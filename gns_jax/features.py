@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gns_jax.cache import DeviceCache
-from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
+from gns_jax.instrument import PAGE_CACHE, CompileCounter, Stopwatch, TransferMeter
 from gns_jax.sampling.budget import bucket
 
 __all__ = [
@@ -163,6 +163,7 @@ def _take_rows(store: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     """``out[:] = store[ids]`` (converting to ``out``'s dtype), split over up to four threads:
     NumPy's ``take`` releases the GIL, and one core copies at about 4 GB/s from a mapped file."""
     global _gather_pool
+    PAGE_CACHE.count(store, ids)  # rows of a mapped file: were they in the page cache?
     parts = min(_GATHER_THREADS, ids.shape[0] // _GATHER_SPLIT)
     if parts < 2:
         return _take_part(store, ids, out)

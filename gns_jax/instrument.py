@@ -8,10 +8,13 @@ is the same: it is what would cross to an accelerator.
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
+import mmap
 import os
 import platform
 import resource
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,11 +25,14 @@ import numpy as np
 __all__ = [
     "CompileCounter",
     "IoMeter",
+    "PAGE_CACHE",
+    "PageCacheCounter",
     "Stopwatch",
     "Reporter",
     "TransferMeter",
     "drop_from_page_cache",
     "environment",
+    "major_faults",
     "memory_split",
     "peak_rss_gib",
     "process_io",
@@ -147,6 +153,79 @@ def process_io() -> dict[str, int] | None:
     return _proc_fields("/proc/self/io", ("read_bytes", "rchar"))
 
 
+def major_faults() -> int | None:
+    """Page faults of this process (all its threads) that had to read from storage: a touched
+    page of a memory-mapped file that was not in the page cache (``majflt`` of
+    ``/proc/self/stat``). None off Linux."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+    except OSError:
+        return None
+    # Fields after the command name, which is parenthesised and may hold spaces: state is
+    # field 3, majflt field 12.
+    return int(stat.rpartition(")")[2].split()[9])
+
+
+class PageCacheCounter:
+    """Rows read from memory-mapped feature files, and how many of them were in the page cache
+    just before the read (``mincore``): the page-cache hit rate of a run that reads its features
+    from disk. Process-wide (:data:`PAGE_CACHE`); readers take differences, as of any counter."""
+
+    def __init__(self):
+        self.rows = 0
+        self.resident = 0
+        self._lock = threading.Lock()
+        self._mincore = _libc_mincore()
+
+    def count(self, store: np.ndarray, ids: np.ndarray) -> None:
+        """Counts the rows ``ids`` of ``store`` about to be read, if ``store`` is a memory-mapped
+        C-ordered array (anything else is in memory: not counted). One ``mincore`` call over
+        the pages the rows span."""
+        if self._mincore is None or not isinstance(store, np.memmap) or ids.size == 0:
+            return
+        if not store.flags.c_contiguous:
+            return
+        page = mmap.PAGESIZE
+        stride = store.strides[0]
+        first_row, last_row = int(ids.min()), int(ids.max())
+        lo = store.ctypes.data + first_row * stride
+        start = lo - lo % page
+        length = store.ctypes.data + (last_row + 1) * stride - start
+        pages = -(-length // page)
+        vec = np.zeros(pages, dtype=np.uint8)
+        if self._mincore(ctypes.c_void_p(start), ctypes.c_size_t(length), vec.ctypes.data) != 0:
+            return  # not a mapping mincore can read: count nothing rather than guess
+        absent = np.concatenate([[0], np.cumsum((vec & 1) == 0)])
+        offset = store.ctypes.data - start + ids.astype(np.int64) * stride
+        first, last = offset // page, (offset + stride - 1) // page
+        resident = int(np.count_nonzero(absent[last + 1] == absent[first]))
+        with self._lock:
+            self.rows += int(ids.size)
+            self.resident += resident
+
+    def snapshot(self) -> tuple[int, int]:
+        with self._lock:
+            return self.rows, self.resident
+
+
+def _libc_mincore():
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).mincore
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+PAGE_CACHE = PageCacheCounter()
+
+
+def hit_rate(rows: int, resident: int) -> float | None:
+    """``resident / rows``; None when no row was read from a mapped file."""
+    return resident / rows if rows else None
+
+
 def memory_split() -> dict[str, float] | None:
     """Resident memory now, in GiB: ``anon`` (the process's own allocations) and ``file``
     (mapped file pages, e.g. memory-mapped features, which the kernel can drop and re-read);
@@ -163,12 +242,35 @@ class IoMeter:
 
     The anonymous peak is the largest sample (the kernel keeps no peak of it); the disk bytes are
     the change of ``read_bytes`` since creation, so that the reads that loaded the dataset before
-    the run are not counted. Off Linux every figure is None.
+    the run are not counted. ``lap()`` gives the reads and major faults since the previous lap
+    (or creation), for one epoch's training loop or one evaluation. Off Linux every figure is
+    None.
     """
 
     def __init__(self):
         self.io0 = process_io()
+        self.faults0 = major_faults()
+        self.pages0 = PAGE_CACHE.snapshot()
         self.peak_anon: float | None = None
+        self._lap = self._counters()
+
+    @staticmethod
+    def _counters() -> tuple:
+        io = process_io()
+        return (None if io is None else io["read_bytes"]), major_faults(), PAGE_CACHE.snapshot()
+
+    def lap(self) -> dict:
+        """Since the previous lap: ``disk_read_bytes``, ``major_faults`` (None off Linux),
+        ``mapped_rows_read`` and ``page_cache_hit_rate`` (None when no row came from a mapped
+        file)."""
+        now, before = self._counters(), self._lap
+        self._lap = now
+        out = {
+            name: None if a is None or b is None else a - b
+            for name, a, b in zip(("disk_read_bytes", "major_faults"), now, before, strict=False)
+        }
+        rows, resident = (a - b for a, b in zip(now[2], before[2], strict=True))
+        return out | {"mapped_rows_read": rows, "page_cache_hit_rate": hit_rate(rows, resident)}
 
     def sample(self) -> None:
         split = memory_split()
@@ -179,9 +281,14 @@ class IoMeter:
         self.sample()
         now, split = process_io(), memory_split()
         counted = now is not None and self.io0 is not None
+        faults = major_faults()
+        rows, resident = (a - b for a, b in zip(PAGE_CACHE.snapshot(), self.pages0, strict=True))
         return {
             "disk_read_bytes": now["read_bytes"] - self.io0["read_bytes"] if counted else None,
             "read_call_bytes": now["rchar"] - self.io0["rchar"] if counted else None,
+            "major_faults": None if faults is None else faults - self.faults0,
+            "mapped_rows_read": rows,
+            "page_cache_hit_rate": hit_rate(rows, resident),
             "peak_rss_anon_gib": self.peak_anon,
             "rss_file_gib": None if split is None else split["file"],
         }

@@ -401,6 +401,7 @@ def fit(
             epoch_time = time.perf_counter() - start
             train_loss = float(np.mean(np.asarray(epoch_losses, dtype=np.float32)))
             record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
+            record |= io_meter.lap()  # the loop's reads (epoch 0: the cache's draw too)
             if evaluator is not None and (
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
             ):
@@ -412,6 +413,7 @@ def fit(
                     "train_accuracy": acc["train"],
                     "eval_time_s": time.perf_counter() - t0,
                 }
+                record |= {f"eval_{k}": v for k, v in io_meter.lap().items()}
                 if best["val"] is None or acc["val"] > best["val"]:
                     best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
                     # a copy: the step donates the state

@@ -16,7 +16,7 @@ from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
 from gns_jax.data.ondisk import read_ogb, read_saved, save_dataset
 from gns_jax.errors import DatasetError
-from gns_jax.instrument import IoMeter, drop_from_page_cache, process_io
+from gns_jax.instrument import PAGE_CACHE, IoMeter, drop_from_page_cache, process_io
 from gns_jax.train import fit
 from tests.test_cli import TINY
 
@@ -258,6 +258,30 @@ def test_io_meter_counts_this_runs_disk_reads_and_page_cache_hits(block_reads):
     assert warm["peak_rss_anon_gib"] > 0 and warm["rss_file_gib"] >= 0
 
 
+def test_io_meter_laps_count_reads_and_page_cache_hits_of_a_mapping_once(block_reads):
+    size = block_reads.stat().st_size
+    meter = IoMeter()
+    mapped = np.memmap(block_reads, dtype=np.float32, mode="r", shape=(size // 1024, 256))
+    rows = np.arange(0, mapped.shape[0], 3)
+    PAGE_CACHE.count(mapped, rows)  # as the gather does, before it reads
+    assert np.isfinite(mapped[rows]).any()
+    cold = meter.lap()
+    # from storage through page faults (read-around: several pages each); none were cached
+    assert cold["major_faults"] >= 1 and cold["disk_read_bytes"] >= size // 2
+    assert cold["mapped_rows_read"] == rows.size and cold["page_cache_hit_rate"] == 0.0
+    PAGE_CACHE.count(mapped, rows)
+    assert np.isfinite(mapped[rows]).any()  # again: mapped and cached
+    warm = meter.lap()  # counts from the previous lap, not from the meter's start
+    assert warm["major_faults"] == 0 and warm["disk_read_bytes"] < size // 10
+    assert warm["mapped_rows_read"] == rows.size and warm["page_cache_hit_rate"] == 1.0
+    PAGE_CACHE.count(np.asarray(mapped[:10]), np.arange(10))  # in memory: not a mapped read
+    assert meter.lap()["mapped_rows_read"] == 0
+    total = meter.to_json()
+    assert total["major_faults"] >= cold["major_faults"]
+    assert total["mapped_rows_read"] == 2 * rows.size and total["page_cache_hit_rate"] == 0.5
+    del mapped
+
+
 def test_training_from_disk_reports_its_reads_and_memory(block_reads, tmp_path):
     folder = tmp_path / "saved"
     spec = "synthetic:nodes=4000,degree=6,features=128,classes=4,seed=3"
@@ -279,3 +303,9 @@ def test_training_from_disk_reports_its_reads_and_memory(block_reads, tmp_path):
     assert 0 < result["disk_read_bytes"] <= size + (1 << 20)
     assert result["rss_file_gib"] > 0 and result["peak_rss_anon_gib"] > 0
     assert result["read_call_bytes"] >= 0
+    # per epoch: the training loop's reads and the evaluation's, each within the run's total
+    (epoch,) = result["epochs"]
+    assert epoch["disk_read_bytes"] > 0 and 0 <= epoch["page_cache_hit_rate"] < 1
+    assert epoch["mapped_rows_read"] + epoch["eval_mapped_rows_read"] == result["mapped_rows_read"]
+    assert epoch["disk_read_bytes"] + epoch["eval_disk_read_bytes"] <= result["disk_read_bytes"]
+    assert epoch["major_faults"] + epoch["eval_major_faults"] <= result["major_faults"]

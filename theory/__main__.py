@@ -5,6 +5,11 @@ Runs the checks and prints every verdict: checks (PASS/FAIL) and findings on the
 is a result, not an error. ``--full`` runs the report setting and rewrites ``theory/README.md``
 and ``theory/figures/``. ``--mutate`` puts one defect of :mod:`theory.mutations` into the library
 first, to show that the checks catch it.
+
+Compiled programs go to JAX's persistent compilation cache, as for the ``gns-jax`` commands
+(``~/.cache/gns-jax/jax``; ``GNS_JAX_COMPILE_CACHE=DIR`` moves it, ``--no-compile-cache`` or
+``GNS_JAX_COMPILE_CACHE=0`` turns it off): a second run loads the samplers and gradients it
+compiled in the first instead of compiling them again.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from gns_jax.cli import enable_compile_cache
 from theory.common import FULL, SETTINGS, Check, override
 from theory.mutations import MUTATIONS
 from theory.runner import MODULES, run_parallel
@@ -96,6 +102,11 @@ def main(argv=None) -> int:
         help="change fields of the setting, e.g. model_dataset=amazon_computers "
         "conv_fractions=0.01,0.05 (tuples comma-separated)",
     )
+    parser.add_argument(
+        "--no-compile-cache",
+        action="store_true",
+        help="do not use JAX's persistent compilation cache (also GNS_JAX_COMPILE_CACHE=0)",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     parser.add_argument(
         "--from-json",
@@ -119,8 +130,9 @@ def main(argv=None) -> int:
             setting = override(setting, args.set)
         except ValueError as e:
             parser.error(f"--set: {e}")
+    cache_dir = enable_compile_cache(args.no_compile_cache)
     start = time.perf_counter()
-    results = run_parallel(args.only, setting, args.jobs, args.mutate)
+    results = run_parallel(args.only, setting, args.jobs, args.mutate, cache_dir)
     elapsed = time.perf_counter() - start
     checks = [c for r in results.values() for c in r["checks"] if not c.finding]
     findings = [c for r in results.values() for c in r["checks"] if c.finding]

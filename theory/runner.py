@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from pathlib import Path
 
 from theory import convergence, gradients, predict, unbiased, variance
 from theory.common import Check
@@ -57,8 +58,13 @@ def run(names, setting, *, quiet: bool = False) -> dict:
     return results
 
 
-def _run_chain(names, setting, mutate):
-    """One worker's share: ``names`` in order, with ``mutate`` in force (a spawned process)."""
+def _run_chain(names, setting, mutate, cache_dir=None):
+    """One worker's share: ``names`` in order, with ``mutate`` in force (a spawned process),
+    compiling through the persistent cache in ``cache_dir`` (None: as configured already)."""
+    if cache_dir is not None:
+        from gns_jax.cli import enable_compile_cache
+
+        enable_compile_cache(False, Path(cache_dir))
     with mutated(mutate):
         return run(names, setting)
 
@@ -81,10 +87,13 @@ def chains(names, jobs: int) -> list[list[str]]:
     return [sorted(c, key=order.__getitem__) for c in out if c]
 
 
-def run_parallel(names, setting, jobs: int, mutate: str | None = None) -> dict:
+def run_parallel(
+    names, setting, jobs: int, mutate: str | None = None, cache_dir: Path | None = None
+) -> dict:
     """:func:`run` with the modules spread over ``jobs`` processes (most of each module is
     single-threaded Python driving small XLA calls, so two processes use two cores); the
-    results are those of a serial run (every module draws from its own fixed seeds)."""
+    results are those of a serial run (every module draws from its own fixed seeds). The
+    workers use JAX's persistent compilation cache in ``cache_dir`` (None: none)."""
     import concurrent.futures
     import multiprocessing
 
@@ -98,7 +107,7 @@ def run_parallel(names, setting, jobs: int, mutate: str | None = None) -> dict:
     os.environ["XLA_FLAGS"] = f"{saved or ''} --xla_cpu_multi_thread_eigen=false".strip()
     try:
         with concurrent.futures.ProcessPoolExecutor(len(plan), mp_context=context) as pool:
-            args = (plan, [setting] * len(plan), [mutate] * len(plan))
+            args = (plan, [setting] * len(plan), [mutate] * len(plan), [cache_dir] * len(plan))
             parts = list(pool.map(_run_chain, *args))
     finally:
         if saved is None:
