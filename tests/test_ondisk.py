@@ -309,3 +309,32 @@ def test_training_from_disk_reports_its_reads_and_memory(block_reads, tmp_path):
     assert epoch["mapped_rows_read"] + epoch["eval_mapped_rows_read"] == result["mapped_rows_read"]
     assert epoch["disk_read_bytes"] + epoch["eval_disk_read_bytes"] <= result["disk_read_bytes"]
     assert epoch["major_faults"] + epoch["eval_major_faults"] <= result["major_faults"]
+
+
+@pytest.mark.parametrize("over_budget", [False, True])
+def test_feature_check_of_a_large_mapped_file_streams_it_out_of_the_page_cache(
+    block_reads, tmp_path, monkeypatch, over_budget
+):
+    folder = tmp_path / "saved"
+    spec = "synthetic:nodes=3000,degree=6,features=256,classes=4,seed=5"
+    assert main(["save", "--dataset", spec, "--out", str(folder), "--quiet"]) == 0
+    path = folder / "features.npy"
+    if over_budget:  # as a file larger than half the machine's memory
+        monkeypatch.setattr("gns_jax.data.dataset.memory_budget", lambda: 1 << 20)
+    drop_from_page_cache(path)
+    loaded = load_dataset(str(folder))
+    del loaded
+    gc.collect()
+    fresh = np.load(path, mmap_mode="r", allow_pickle=False)
+    meter = IoMeter()
+    PAGE_CACHE.count(fresh, np.arange(fresh.shape[0]))
+    resident = meter.lap()["page_cache_hit_rate"]
+    # streamed: the checked pages were dropped; through the map they stay (the old behaviour)
+    assert resident < 0.1 if over_budget else resident > 0.9
+    # a bad row is still found, by its node
+    bad = np.load(path, mmap_mode="r+", allow_pickle=False)
+    bad[2345, 7] = np.nan
+    bad.flush()
+    del bad, fresh
+    with pytest.raises(DatasetError, match="row of node 2345"):
+        load_dataset(str(folder))

@@ -53,6 +53,49 @@ def memory_budget() -> int:
     return max(1, total // 2)
 
 
+def _feature_chunks(features: np.ndarray, step: int):
+    """``(first row, rows)`` over ``features`` in chunks of ``step`` rows.
+
+    A memory-mapped file larger than :func:`memory_budget` is read with read calls into one
+    buffer, and each chunk's pages are dropped from the page cache once checked: reading it
+    through the map would leave the page cache full of its last rows (and of pages the process
+    has mapped, which the kernel keeps), so that training would start on whatever the check
+    happened to leave rather than on what its own reads bring in.
+    """
+    n = features.shape[0]
+    path = getattr(features, "filename", None)
+    stream = (
+        isinstance(features, np.memmap)
+        and path is not None
+        and features.flags.c_contiguous
+        and hasattr(os, "posix_fadvise")
+        and features.nbytes > memory_budget()
+        and os.path.getsize(path) == features.offset + features.nbytes  # the whole file's array
+    )
+    if not stream:
+        for start in range(0, n, step):
+            yield start, features[start : start + step]
+        return
+    row_bytes = features.strides[0]
+    buffer = np.empty((step, features.shape[1]), dtype=features.dtype)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for start in range(0, n, step):
+            count = min(step, n - start)
+            pos = features.offset + start * row_bytes
+            view = memoryview(buffer[:count]).cast("B")
+            done = 0
+            while done < count * row_bytes:
+                got = os.preadv(fd, [view[done:]], pos + done)
+                if got <= 0:
+                    raise DatasetError(f"{path}: ended after {start * row_bytes + done} bytes")
+                done += got
+            os.posix_fadvise(fd, pos, count * row_bytes, os.POSIX_FADV_DONTNEED)
+            yield start, buffer[:count]
+    finally:
+        os.close(fd)
+
+
 def check_alloc(shape: tuple[int, ...], itemsize: int, where: str, what: str) -> None:
     """Raises DatasetError if an array of ``shape`` would exceed :func:`memory_budget`."""
     nbytes = math.prod(int(s) for s in shape) * int(itemsize)
@@ -165,8 +208,8 @@ class Dataset:
             raise DatasetError(f"{where}: features have no columns")
         # In row chunks: a memory-mapped feature matrix is streamed, never loaded whole.
         step = max(1, (1 << 26) // max(1, self.features.shape[1]))
-        for start in range(0, n, step):
-            bad = ~np.isfinite(self.features[start : start + step])
+        for start, rows in _feature_chunks(self.features, step):
+            bad = ~np.isfinite(rows)
             if bad.any():
                 row = start + int(np.argwhere(bad)[0, 0])
                 raise DatasetError(
