@@ -106,3 +106,35 @@ def test_bench_disk_measures_reads_from_storage(tmp_path, capsys):
     with pytest.raises(SystemExit):
         bench_disk.main(["--file", str(tmp_path / "missing.npy")])
     assert "missing.npy is not a file" in capsys.readouterr().err
+
+
+def test_beyond_memory_compares_gns_and_ns_reads_from_a_saved_folder(tmp_path, capsys):
+    from experiments import beyond_memory
+    from gns_jax.cli import main as cli
+
+    if process_io() is None:
+        pytest.skip("no /proc/self/io here")
+    folder = tmp_path / "saved"
+    spec = "synthetic:nodes=6000,degree=8,features=64,classes=4,seed=2,train=0.2,val=0.05,test=0.05"
+    assert cli(["save", "--dataset", spec, "--out", str(folder), "--quiet"]) == 0
+    out = tmp_path / "report"
+    args = ["--dataset", str(folder), "--out", str(out), "--disk-seconds", "1"]
+    train = ["--", "--fanouts", "4,3", "--batch-size", "200", "--hidden", "16", "--quiet"]
+    assert beyond_memory.main(args + ["--cache-fraction", "0.2"] + train) == 0
+    saved = json.loads((out / "beyond-memory.json").read_text())
+    gns, ns = saved["rows"]
+    assert (gns["sampler"], ns["sampler"]) == ("gns", "ns") and gns["batches"] == 6
+    # every input row of NS comes from the file; GNS's cached rows come from the device
+    assert ns["file_rows_per_batch"] >= ns["h2d_rows_per_batch"] > gns["h2d_rows_per_batch"]
+    for row in (gns, ns):
+        assert 0 <= row["page_cache_hit_rate"] <= 1 and row["eval_file_rows"] > 0
+        assert row["val_accuracy"] is not None and row["peak_rss_anon_gib"] > 0
+    text = (out / "beyond-memory.md").read_text()
+    assert "| rows host -> device per batch |" in text and "GNS / NS" in text
+    # resumable: completed runs are not run again
+    stamps = [(out / "runs" / f"{s}.json").stat().st_mtime_ns for s in ("gns", "ns")]
+    assert beyond_memory.main(args + train) == 0
+    assert [(out / "runs" / f"{s}.json").stat().st_mtime_ns for s in ("gns", "ns")] == stamps
+    with pytest.raises(SystemExit):
+        beyond_memory.main(["--dataset", str(tmp_path), "--out", str(out)])
+    assert "not a saved dataset folder" in capsys.readouterr().err
