@@ -26,7 +26,6 @@ import numpy as np
 
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
-from gns_jax.instrument import PAGE_CACHE
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -285,15 +284,16 @@ def build_device_cache(
     else:
         other_indptr = np.zeros(graph.num_nodes + 1, np.int32)
         other_indices = np.zeros(1, np.int32)
+    from gns_jax.features import take_rows  # features imports this module
+
     ids = snapshot.node_ids[: snapshot.num_cached]
-    PAGE_CACHE.count(features, ids)  # rows of a mapped file: were they in the page cache?
     if means is None:
         rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
-        rows[: snapshot.num_cached] = features[ids]
+        take_rows(features, ids, rows[: snapshot.num_cached])  # counted by PAGE_CACHE
         slot_of = np.append(snapshot.slot_of, np.int32(m))
     else:
         rows = np.zeros((2 * m + 1, features.shape[1]), dtype=np.float32)
-        rows[: snapshot.num_cached] = features[ids]
+        take_rows(features, ids, rows[: snapshot.num_cached])
         rows[m : m + snapshot.num_cached] = means[ids]
         own = np.where(snapshot.slot_of < m, snapshot.slot_of, 2 * m)
         mean_rows = np.where(snapshot.slot_of < m, snapshot.slot_of + m, 2 * m)

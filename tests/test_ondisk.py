@@ -338,3 +338,32 @@ def test_feature_check_of_a_large_mapped_file_streams_it_out_of_the_page_cache(
     del bad, fresh
     with pytest.raises(DatasetError, match="row of node 2345"):
         load_dataset(str(folder))
+
+
+def test_features_beyond_memory_are_advised_random_and_gathered_by_many_readers(
+    tmp_path, monkeypatch
+):
+    from gns_jax import features as features_module
+
+    folder = tmp_path / "saved"
+    spec = "synthetic:nodes=20000,degree=4,features=32,classes=4,seed=6"
+    assert main(["save", "--dataset", spec, "--out", str(folder), "--quiet"]) == 0
+    in_memory = np.load(folder / "features.npy")
+    monkeypatch.setattr("gns_jax.data.dataset.memory_budget", lambda: 1 << 20)
+    loaded = load_dataset(str(folder))
+    path = str(folder / "features.npy")
+    smaps = open("/proc/self/smaps").read() if os.path.exists("/proc/self/smaps") else ""
+    if path in smaps:  # the mapping's VmFlags say 'rr': random reads advised, no read-ahead
+        block = smaps[smaps.index(path) :]
+        flags = block[block.index("VmFlags:") :].split("\n", 1)[0]
+        assert " rr" in flags
+    ids = np.sort(np.random.default_rng(0).choice(20000, 5000, replace=False))
+    out = np.empty((ids.size, 32), np.float32)
+    used = []
+    real = features_module._take_part
+    monkeypatch.setattr(
+        features_module, "_take_part", lambda s, i, o: used.append(i.size) or real(s, i, o)
+    )
+    features_module.take_rows(loaded.features, ids, out)
+    np.testing.assert_array_equal(out, in_memory[ids])
+    assert len(used) >= 16  # split over the reader threads, not the four copy threads

@@ -116,5 +116,5 @@ def test_threaded_row_gather_equals_numpy_indexing(monkeypatch, dtype):
     for count in [50, 250, 1001]:  # one thread, two, three
         ids = rng.choice(5000, count, replace=False)
         out = np.full((count, 7), np.nan, np.float32)
-        features._take_rows(store, ids, out)
+        features.take_rows(store, ids, out)
         np.testing.assert_array_equal(out, store[ids].astype(np.float32))

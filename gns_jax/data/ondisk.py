@@ -54,7 +54,14 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.data.dataset import MAX_NODES, Dataset, class_count, memory_budget
+from gns_jax.data.dataset import (
+    MAX_NODES,
+    Dataset,
+    advise_random,
+    beyond_memory,
+    class_count,
+    memory_budget,
+)
 from gns_jax.data.formats import npy_header, open_npz
 from gns_jax.errors import DatasetError
 from gns_jax.graph import CSRGraph, from_edges
@@ -246,6 +253,8 @@ def read_saved(folder: str | os.PathLike) -> Dataset:
         _expect(arrays[name], path, dtype, shape)
     if not arrays["features"].flags.c_contiguous:
         raise DatasetError(f"{folder / 'features.npy'}: stored in Fortran order; expected C order")
+    if beyond_memory(arrays["features"]):  # read from disk at random rows: no read-ahead
+        advise_random(arrays["features"])
     graph = CSRGraph(arrays["indptr"], arrays["indices"])
     return Dataset(
         name=str(meta.get("name", folder.name)),
