@@ -8,9 +8,13 @@ the pages of a file another process maps stay), so that every byte comes from st
 * **random rows, read calls**: ``pread`` of one feature row at uniformly random rows, with
   read-ahead switched off (``POSIX_FADV_RANDOM``): the device's random-read rate;
 * **random rows, memory-mapped**: the same rows gathered through ``np.memmap`` in batches of
-  ``--batch`` sorted row ids, as the loader gathers a batch's input rows: the rows per second a
-  training run can get from this disk, and the bytes the kernel reads per row requested (its
-  fault-around reads whole pages and neighbours: the read amplification).
+  ``--batch`` sorted row ids, as the loader gathers a batch's input rows from a file that fits
+  in memory: the rows per second, and the bytes the kernel reads per row requested (its
+  fault-around reads whole pages and the read-ahead window around them: the read
+  amplification);
+* **random rows, memory-mapped, advised random**: as the loader gathers from a file beyond
+  memory: the mapping advised ``MADV_RANDOM`` (a fault reads its page only) and each batch split
+  over 32 reader threads (reads in flight).
 
 Each random phase runs for ``--seconds`` or ``--reads`` rows, whichever ends first, and reports
 the bytes read from storage (``/proc/self/io``), so that a page-cache hit cannot pass as disk
@@ -35,6 +39,7 @@ import numpy as np
 from gns_jax.instrument import drop_from_page_cache, environment, process_io
 
 CHUNK = 8 << 20
+READERS = 32  # the loader's reader threads for a store beyond memory (gns_jax/features.py)
 
 
 def _read_bytes() -> int:
@@ -104,6 +109,28 @@ def mapped_gathers(path: Path, rows: np.ndarray, seconds: float, batch: int) -> 
     return _random_phase(read_rows, rows, row_bytes, seconds, batch)
 
 
+def advised_gathers(path: Path, rows: np.ndarray, seconds: float, batch: int) -> dict:
+    """As :func:`mapped_gathers`, the way the loader reads a store beyond memory: the mapping
+    advised ``MADV_RANDOM`` (no read-ahead) and each batch split over 32 reader threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gns_jax.data.dataset import advise_random
+
+    drop_from_page_cache(path)
+    table = np.load(path, mmap_mode="r", allow_pickle=False)
+    advise_random(table)
+    row_bytes = table.shape[1] * table.dtype.itemsize
+    with ThreadPoolExecutor(READERS) as pool:
+
+        def read_rows(ids):
+            ids = np.sort(ids)
+            out = np.empty((ids.size, table.shape[1]), table.dtype)
+            parts = np.array_split(np.arange(ids.size), READERS)
+            list(pool.map(lambda p: np.take(table, ids[p], axis=0, out=out[p]), parts))
+
+        return _random_phase(read_rows, rows, row_bytes, seconds, batch)
+
+
 def measure(path: Path, *, seconds: float, reads: int, batch: int, max_gib: float, seed: int):
     table = np.load(path, mmap_mode="r", allow_pickle=False)
     if table.ndim != 2:
@@ -126,6 +153,9 @@ def measure(path: Path, *, seconds: float, reads: int, batch: int, max_gib: floa
         "random_mapped": mapped_gathers(
             path, rng.integers(0, num_rows, size=reads), seconds, batch
         ),
+        "random_advised": advised_gathers(
+            path, rng.integers(0, num_rows, size=reads), seconds, batch
+        ),
         "environment": environment(),
     }
 
@@ -133,6 +163,7 @@ def measure(path: Path, *, seconds: float, reads: int, batch: int, max_gib: floa
 def report(result: dict) -> str:
     env = result["environment"]
     seq, rnd, mapped = result["sequential"], result["random_pread"], result["random_mapped"]
+    adv = result["random_advised"]
     return "\n".join(
         [
             "# Disk read throughput",
@@ -151,6 +182,9 @@ def report(result: dict) -> str:
             f"| random rows, memory-mapped batches ({mapped['rows']:,} rows) "
             f"| {mapped['mb_per_s']:,.1f} | {mapped['rows_per_s']:,.0f} "
             f"| {mapped['disk_bytes_per_row']:,.0f} |",
+            f"| random rows, memory-mapped batches, MADV_RANDOM, {READERS} readers "
+            f"({adv['rows']:,} rows) | {adv['mb_per_s']:,.1f} | {adv['rows_per_s']:,.0f} "
+            f"| {adv['disk_bytes_per_row']:,.0f} |",
             "",
         ]
     )

@@ -134,12 +134,16 @@ def report(meta: dict, disk: dict | None, rows: list[dict], files: dict) -> str:
     ]
     if disk is not None:
         seq, rnd, mapped = disk["sequential"], disk["random_pread"], disk["random_mapped"]
+        adv = disk["random_advised"]
         lines += [
-            f"Disk (same file, page cache dropped): sequential {seq['mb_per_s']:,.0f} MB/s; "
-            f"random rows by pread {rnd['rows_per_s']:,.0f} rows/s; random rows gathered "
-            f"through the map in sorted batches of {disk['batch']:,} "
-            f"{mapped['rows_per_s']:,.0f} rows/s ({mapped['disk_bytes_per_row']:,.0f} bytes "
-            "read per row).",
+            f"Disk (same file, page cache dropped; `bench_disk`): sequential "
+            f"{seq['mb_per_s']:,.0f} MB/s; random rows by pread {rnd['rows_per_s']:,.0f} "
+            f"rows/s; random rows gathered through the map in sorted batches of "
+            f"{disk['batch']:,}: {mapped['rows_per_s']:,.0f} rows/s with the kernel's read-ahead "
+            f"({mapped['disk_bytes_per_row']:,.0f} bytes read per row), "
+            f"{adv['rows_per_s']:,.0f} rows/s advised random with "
+            f"{bench_disk.READERS} readers, as the loader reads this file "
+            f"({adv['disk_bytes_per_row']:,.0f} bytes per row).",
             "",
         ]
     names = [r["sampler"].upper() for r in rows]

@@ -96,12 +96,14 @@ def test_bench_disk_measures_reads_from_storage(tmp_path, capsys):
     result = json.loads((out / "disk.json").read_text())
     assert result["row_bytes"] == 256 and result["rows"] == 8192
     assert result["sequential"]["bytes"] == path.stat().st_size
-    for phase in ("random_pread", "random_mapped"):
+    for phase in ("random_pread", "random_mapped", "random_advised"):
         assert result[phase]["rows"] == 2000 and result[phase]["rows_per_s"] > 0
     if result["sequential"]["disk_bytes"] > 0:  # not a tmpfs: the pages were really dropped
         assert result["sequential"]["disk_bytes"] >= path.stat().st_size // 2
         # a page of 4 KiB (16 rows here) holds each row read: at most a page per row requested
         assert 0 < result["random_pread"]["disk_bytes_per_row"] <= 4096 + 1
+        # advised random: a fault reads its page, not the read-ahead window around it
+        assert 0 < result["random_advised"]["disk_bytes_per_row"] <= 2 * 4096
     assert "random rows, memory-mapped" in (out / "disk.md").read_text()
     with pytest.raises(SystemExit):
         bench_disk.main(["--file", str(tmp_path / "missing.npy")])
