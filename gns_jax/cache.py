@@ -38,6 +38,7 @@ __all__ = [
     "inclusion_probability",
     "min_variance_distribution",
     "nonempty_probability",
+    "row_chunks",
     "snapshot_from_ids",
 ]
 
@@ -219,10 +220,13 @@ def nonempty_probability(graph: CSRGraph, inclusion: np.ndarray, num_draws: int)
     pi = np.clip(np.asarray(inclusion, dtype=np.float64), 0.0, 1.0)
     with np.errstate(divide="ignore"):
         p = -np.expm1(np.log1p(-pi) / num_draws)
-    counts = np.diff(graph.indptr)
     mass = np.zeros(graph.num_nodes)
-    rows = counts > 0
-    mass[rows] = np.add.reduceat(p[graph.indices], graph.indptr[:-1][rows])
+    for a, b in row_chunks(graph):  # per-edge temporaries bounded by the chunk
+        starts = graph.indptr[a:b]
+        rows = np.flatnonzero(graph.indptr[a + 1 : b + 1] > starts)
+        if rows.size:
+            lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
+            mass[a + rows] = np.add.reduceat(p[graph.indices[lo:hi]], starts[rows] - lo)
     with np.errstate(divide="ignore"):
         return -np.expm1(num_draws * np.log1p(-np.minimum(mass, 1.0)))
 
@@ -235,17 +239,38 @@ def max_cached_edges(graph: CSRGraph, num_draws: int) -> int:
     return max(1, int(top.sum()))
 
 
-def _split_csr(graph: CSRGraph, keep: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
-    """The sub-CSR of the edges where ``keep`` holds, with ``indices`` padded to ``capacity``."""
-    kept_before = np.zeros(keep.shape[0] + 1, dtype=np.int64)
-    np.cumsum(keep, out=kept_before[1:])
-    indptr = kept_before[graph.indptr].astype(np.int32)
-    chosen = graph.indices[keep]
-    if chosen.size > capacity:  # cannot happen with max_cached_edges; guard the invariant
-        raise ValueError(f"{chosen.size} cached edges exceed the capacity {capacity}")
+EDGE_CHUNK = 1 << 24  # edges per host pass over the graph: bounds per-edge temporaries
+
+
+def row_chunks(graph: CSRGraph, edges: int | None = None):
+    """``(first row, end row)`` ranges covering every node, each holding about ``edges`` edges
+    (default :data:`EDGE_CHUNK`; a row with more is a range of its own): host passes over the
+    edges in bounded memory."""
+    n, edges = graph.num_nodes, edges or EDGE_CHUNK
+    cuts = np.searchsorted(graph.indptr, np.arange(edges, graph.num_edges, edges), side="right")
+    bounds = np.unique(np.concatenate([[0], np.clip(cuts - 1, 0, n), [n]]))
+    yield from zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+
+
+def _split_csr(graph: CSRGraph, keep_of, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sub-CSR of the edges whose target ``u`` has ``keep_of(u)``, with ``indices`` padded
+    to ``capacity``; one pass in chunks of rows, so no temporary holds a value per edge."""
+    indptr = np.zeros(graph.num_nodes + 1, dtype=np.int64)
     indices = np.zeros(capacity, dtype=np.int32)
-    indices[: chosen.size] = chosen
-    return indptr, indices
+    filled = 0
+    for a, b in row_chunks(graph):
+        lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
+        nbrs = np.asarray(graph.indices[lo:hi])
+        keep = keep_of(nbrs)
+        kept_before = np.zeros(hi - lo + 1, dtype=np.int64)
+        np.cumsum(keep, out=kept_before[1:])
+        indptr[a + 1 : b + 1] = filled + kept_before[graph.indptr[a + 1 : b + 1] - lo]
+        chosen = nbrs[keep]
+        if filled + chosen.size > capacity:  # not with max_cached_edges; guard the invariant
+            raise ValueError(f"{filled + chosen.size} cached edges exceed the capacity {capacity}")
+        indices[filled : filled + chosen.size] = chosen
+        filled += chosen.size
+    return indptr.astype(np.int32), indices
 
 
 def build_device_cache(
@@ -277,10 +302,11 @@ def build_device_cache(
     start = time.perf_counter()
     m = snapshot.node_ids.shape[0]
     capacity = edge_capacity or max_cached_edges(graph, m)
-    cached = snapshot.slot_of[graph.indices] < m
-    cached_indptr, cached_indices = _split_csr(graph, cached, capacity)
+    slot_of = snapshot.slot_of
+    cached_indptr, cached_indices = _split_csr(graph, lambda u: slot_of[u] < m, capacity)
     if with_other:
-        other_indptr, other_indices = _split_csr(graph, ~cached, max(1, graph.num_edges))
+        other = max(1, graph.num_edges)
+        other_indptr, other_indices = _split_csr(graph, lambda u: slot_of[u] >= m, other)
     else:
         other_indptr = np.zeros(graph.num_nodes + 1, np.int32)
         other_indices = np.zeros(1, np.int32)

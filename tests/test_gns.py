@@ -11,6 +11,8 @@ from gns_jax.cache import (
     cache_size,
     draw_cache,
     inclusion_probability,
+    nonempty_probability,
+    row_chunks,
 )
 from gns_jax.data import load_dataset
 from gns_jax.errors import ConfigError
@@ -66,8 +68,15 @@ def test_bad_cache_options():
         GNSSampler(random_graph(0), (3, 3), 8, 10, input_fanout=(4, 2))
 
 
-def test_cached_adjacency_equals_brute_force_intersection():
+@pytest.mark.parametrize("edge_chunk", [None, 7])
+def test_cached_adjacency_equals_brute_force_intersection(edge_chunk, monkeypatch):
     graph = random_graph(2)
+    if edge_chunk:  # the host passes over the edges in many chunks, as on a huge graph
+        pi = inclusion_probability(cache_distribution(graph), 15)
+        whole = nonempty_probability(graph, pi, 15)
+        monkeypatch.setattr("gns_jax.cache.EDGE_CHUNK", edge_chunk)
+        assert len(list(row_chunks(graph))) > 10
+        np.testing.assert_array_equal(nonempty_probability(graph, pi, 15), whole)
     snap = draw_cache(np.random.default_rng(3), cache_distribution(graph), 15)
     cache, _ = build_device_cache(graph, np.zeros((graph.num_nodes, 2), np.float32), snap)
     cached = set(snap.node_ids[: snap.num_cached].tolist())
