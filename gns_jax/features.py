@@ -33,12 +33,12 @@ from gns_jax.sampling.budget import bucket
 
 __all__ = [
     "FeatureLoader",
-    "take_rows",
     "HostFeatures",
     "SparseFeatures",
     "neighbour_means",
     "normalize_rows",
     "pad_to_chunks",
+    "take_rows",
 ]
 
 

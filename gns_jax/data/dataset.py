@@ -31,10 +31,10 @@ from gns_jax.graph import CSRGraph
 
 __all__ = [
     "MAX_NODES",
-    "advise_random",
-    "beyond_memory",
     "SHCHUR_SPLIT",
     "Dataset",
+    "advise_random",
+    "beyond_memory",
     "check_alloc",
     "class_count",
     "finish",
