@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from gns_jax.errors import ConfigError
+from gns_jax.gather import take_rows
 from gns_jax.graph import CSRGraph
 
 __all__ = [
@@ -310,8 +311,6 @@ def build_device_cache(
     else:
         other_indptr = np.zeros(graph.num_nodes + 1, np.int32)
         other_indices = np.zeros(1, np.int32)
-    from gns_jax.features import take_rows  # features imports this module
-
     ids = snapshot.node_ids[: snapshot.num_cached]
     if means is None:
         rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)

@@ -343,7 +343,7 @@ def test_feature_check_of_a_large_mapped_file_streams_it_out_of_the_page_cache(
 def test_features_beyond_memory_are_advised_random_and_gathered_by_many_readers(
     tmp_path, monkeypatch
 ):
-    from gns_jax import features as features_module
+    from gns_jax import gather as gather_module
 
     folder = tmp_path / "saved"
     spec = "synthetic:nodes=20000,degree=4,features=32,classes=4,seed=6"
@@ -360,10 +360,10 @@ def test_features_beyond_memory_are_advised_random_and_gathered_by_many_readers(
     ids = np.sort(np.random.default_rng(0).choice(20000, 5000, replace=False))
     out = np.empty((ids.size, 32), np.float32)
     used = []
-    real = features_module._take_part
+    real = gather_module._take_part
     monkeypatch.setattr(
-        features_module, "_take_part", lambda s, i, o: used.append(i.size) or real(s, i, o)
+        gather_module, "_take_part", lambda s, i, o: used.append(i.size) or real(s, i, o)
     )
-    features_module.take_rows(loaded.features, ids, out)
+    gather_module.take_rows(loaded.features, ids, out)
     np.testing.assert_array_equal(out, in_memory[ids])
     assert len(used) >= 16  # split over the reader threads, not the four copy threads

@@ -107,14 +107,14 @@ def test_bad_prefetch_option(tiny_dataset):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_threaded_row_gather_equals_numpy_indexing(monkeypatch, dtype):
-    from gns_jax import features
+    from gns_jax import gather
 
-    monkeypatch.setattr(features, "_GATHER_SPLIT", 100)
-    monkeypatch.setattr(features, "_GATHER_THREADS", 3)
+    monkeypatch.setattr(gather, "_GATHER_SPLIT", 100)
+    monkeypatch.setattr(gather, "_GATHER_THREADS", 3)
     rng = np.random.default_rng(0)
     store = rng.normal(size=(5000, 7)).astype(dtype)
     for count in [50, 250, 1001]:  # one thread, two, three
         ids = rng.choice(5000, count, replace=False)
         out = np.full((count, 7), np.nan, np.float32)
-        features.take_rows(store, ids, out)
+        gather.take_rows(store, ids, out)
         np.testing.assert_array_equal(out, store[ids].astype(np.float32))
