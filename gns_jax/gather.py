@@ -1,8 +1,9 @@
 """Host row gathers: ``out[:] = store[ids]`` from the host feature store, over threads.
 
-The one place rows are read from the host store (a batch's input rows, the GNS cache's rows), so
-that every read from a memory-mapped file is counted by :data:`gns_jax.instrument.PAGE_CACHE`
-and a store larger than the memory is read the way a disk needs (many reads in flight).
+Where a batch's input rows and the GNS cache's rows are read from the host store, so that those
+reads from a memory-mapped file are counted by :data:`gns_jax.instrument.PAGE_CACHE` and a store
+larger than the memory is read the way a disk needs (many reads in flight). Exact evaluation
+streams the store in row chunks instead (:mod:`gns_jax.evaluate`).
 """
 
 from __future__ import annotations
