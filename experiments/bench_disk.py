@@ -36,10 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
+from gns_jax.data.dataset import advise_random
+from gns_jax.gather import IO_READERS, read_from_disk
 from gns_jax.instrument import drop_from_page_cache, environment, process_io
 
 CHUNK = 8 << 20
-READERS = 32  # the loader's reader threads for a store beyond memory (gns_jax/features.py)
+READERS = IO_READERS  # the loader's reader threads for a store beyond memory
 
 
 def _read_bytes() -> int:
@@ -111,24 +113,19 @@ def mapped_gathers(path: Path, rows: np.ndarray, seconds: float, batch: int) -> 
 
 def advised_gathers(path: Path, rows: np.ndarray, seconds: float, batch: int) -> dict:
     """As :func:`mapped_gathers`, the way the loader reads a store beyond memory: the mapping
-    advised ``MADV_RANDOM`` (no read-ahead) and each batch split over 32 reader threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from gns_jax.data.dataset import advise_random
-
+    advised ``MADV_RANDOM`` (no read-ahead) and each batch split over the loader's reader
+    threads (:func:`gns_jax.gather.read_from_disk`), one piece per thread."""
     drop_from_page_cache(path)
     table = np.load(path, mmap_mode="r", allow_pickle=False)
     advise_random(table)
     row_bytes = table.shape[1] * table.dtype.itemsize
-    with ThreadPoolExecutor(READERS) as pool:
 
-        def read_rows(ids):
-            ids = np.sort(ids)
-            out = np.empty((ids.size, table.shape[1]), table.dtype)
-            parts = np.array_split(np.arange(ids.size), READERS)
-            list(pool.map(lambda p: np.take(table, ids[p], axis=0, out=out[p]), parts))
+    def read_rows(ids):
+        ids = np.sort(ids)
+        out = np.empty((ids.size, table.shape[1]), table.dtype)
+        read_from_disk(table, ids, out, parts=READERS)
 
-        return _random_phase(read_rows, rows, row_bytes, seconds, batch)
+    return _random_phase(read_rows, rows, row_bytes, seconds, batch)
 
 
 def measure(path: Path, *, seconds: float, reads: int, batch: int, max_gib: float, seed: int):

@@ -17,45 +17,48 @@ import numpy as np
 from gns_jax.data.dataset import beyond_memory
 from gns_jax.instrument import PAGE_CACHE
 
-__all__ = ["take_rows"]
+__all__ = ["IO_READERS", "read_from_disk", "take_rows"]
 
 _GATHER_THREADS = min(4, os.cpu_count() or 1)
 _GATHER_SPLIT = 1 << 16  # rows per thread below which one thread is faster
-_gather_pool: ThreadPoolExecutor | None = None
-_IO_THREADS = 32  # rows read from disk (a store beyond memory): reads in flight
+IO_READERS = 32  # threads reading a store beyond memory: the reads in flight
 _IO_SPLIT = 256
-_io_pool: ThreadPoolExecutor | None = None
-_gather_pool_lock = threading.Lock()
+_pools: dict[str, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()  # loaders may run in several threads (the prefetch thread)
 
 
 def take_rows(store: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
     """``out[:] = store[ids]`` (converting to ``out``'s dtype), split over up to four threads:
     NumPy's ``take`` releases the GIL, and one core copies at about 4 GB/s from a mapped file.
-    From a store beyond memory (:func:`gns_jax.data.dataset.beyond_memory`), over up to 32
-    threads, each with one read from disk in flight."""
-    global _gather_pool, _io_pool
+    From a store beyond memory (:func:`gns_jax.data.dataset.beyond_memory`), by
+    :func:`read_from_disk`."""
     PAGE_CACHE.count(store, ids)  # rows of a mapped file: were they in the page cache?
     if beyond_memory(store):
-        # Rows from disk: each thread waits on one page fault at a time, so the number of
-        # threads is the number of reads in flight (this machine's disk: 1,900 rows/s with 2,
-        # 7,800 with 32, 10,000 with 128).
-        parts = min(_IO_THREADS, ids.shape[0] // _IO_SPLIT)
-        if parts < 2:
-            return _take_part(store, ids, out)
-        with _gather_pool_lock:
-            if _io_pool is None:
-                _io_pool = ThreadPoolExecutor(_IO_THREADS, thread_name_prefix="gns-jax-io")
-        pool = _io_pool
-    else:
-        parts = min(_GATHER_THREADS, ids.shape[0] // _GATHER_SPLIT)
-        if parts < 2:
-            return _take_part(store, ids, out)
-        with _gather_pool_lock:  # loaders may run in several threads (the prefetch thread)
-            if _gather_pool is None:
-                _gather_pool = ThreadPoolExecutor(
-                    _GATHER_THREADS, thread_name_prefix="gns-jax-gather"
-                )
-        pool = _gather_pool
+        return read_from_disk(store, ids, out)
+    parts = min(_GATHER_THREADS, ids.shape[0] // _GATHER_SPLIT)
+    _split(_pool("gather", _GATHER_THREADS), parts, store, ids, out)
+
+
+def read_from_disk(store: np.ndarray, ids: np.ndarray, out: np.ndarray, parts: int | None = None):
+    """``out[:] = store[ids]`` over up to :data:`IO_READERS` threads (``parts`` pieces; default
+    one per 256 rows, at most one per thread). Each thread waits on one page fault at a time, so
+    the threads are the reads in flight (this machine's disk: 1,900 rows/s with 2, 7,800 with
+    32, 10,000 with 128)."""
+    if parts is None:
+        parts = min(IO_READERS, ids.shape[0] // _IO_SPLIT)
+    _split(_pool("io", IO_READERS), parts, store, ids, out)
+
+
+def _pool(name: str, threads: int) -> ThreadPoolExecutor:
+    with _pools_lock:
+        if name not in _pools:
+            _pools[name] = ThreadPoolExecutor(threads, thread_name_prefix=f"gns-jax-{name}")
+        return _pools[name]
+
+
+def _split(pool: ThreadPoolExecutor, parts: int, store, ids, out) -> None:
+    if parts < 2:
+        return _take_part(store, ids, out)
     bounds = np.linspace(0, ids.shape[0], parts + 1).astype(int)
     jobs = [
         pool.submit(_take_part, store, ids[a:b], out[a:b]) for a, b in zip(bounds[:-1], bounds[1:])
