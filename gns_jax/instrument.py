@@ -249,15 +249,22 @@ class IoMeter:
 
     def __init__(self):
         self.io0 = process_io()
-        self.faults0 = major_faults()
-        self.pages0 = PAGE_CACHE.snapshot()
         self.peak_anon: float | None = None
-        self._lap = self._counters()
+        self._start = self._lap = self._counters()
 
     @staticmethod
     def _counters() -> tuple:
         io = process_io()
         return (None if io is None else io["read_bytes"]), major_faults(), PAGE_CACHE.snapshot()
+
+    @staticmethod
+    def _since(now: tuple, before: tuple) -> dict:
+        out = {
+            name: None if a is None or b is None else a - b
+            for name, a, b in zip(("disk_read_bytes", "major_faults"), now, before, strict=False)
+        }
+        rows, resident = (a - b for a, b in zip(now[2], before[2], strict=True))
+        return out | {"mapped_rows_read": rows, "page_cache_hit_rate": hit_rate(rows, resident)}
 
     def lap(self) -> dict:
         """Since the previous lap: ``disk_read_bytes``, ``major_faults`` (None off Linux),
@@ -265,12 +272,7 @@ class IoMeter:
         file)."""
         now, before = self._counters(), self._lap
         self._lap = now
-        out = {
-            name: None if a is None or b is None else a - b
-            for name, a, b in zip(("disk_read_bytes", "major_faults"), now, before, strict=False)
-        }
-        rows, resident = (a - b for a, b in zip(now[2], before[2], strict=True))
-        return out | {"mapped_rows_read": rows, "page_cache_hit_rate": hit_rate(rows, resident)}
+        return self._since(now, before)
 
     def sample(self) -> None:
         split = memory_split()
@@ -281,14 +283,9 @@ class IoMeter:
         self.sample()
         now, split = process_io(), memory_split()
         counted = now is not None and self.io0 is not None
-        faults = major_faults()
-        rows, resident = (a - b for a, b in zip(PAGE_CACHE.snapshot(), self.pages0, strict=True))
         return {
-            "disk_read_bytes": now["read_bytes"] - self.io0["read_bytes"] if counted else None,
+            **self._since(self._counters(), self._start),
             "read_call_bytes": now["rchar"] - self.io0["rchar"] if counted else None,
-            "major_faults": None if faults is None else faults - self.faults0,
-            "mapped_rows_read": rows,
-            "page_cache_hit_rate": hit_rate(rows, resident),
             "peak_rss_anon_gib": self.peak_anon,
             "rss_file_gib": None if split is None else split["file"],
         }
