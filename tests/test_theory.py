@@ -147,6 +147,70 @@ def test_claim_5_crossing_and_the_estimators_order():
     assert 0 < noise["upper"] < noise["ns"]  # an exact input layer removes some sampling error
 
 
+def _sweep(sd, c=1.0, lipschitz=1.0, horizons=(1, 4)):
+    ns = {"horizons": [{"horizon": t, "mean": 1.0, "sd": sd} for t in horizons]}
+    return {"dataset": "g", "c": c, "lipschitz": lipschitz, "rows": [ns], "proper": {"ht": 0.2}}
+
+
+def _errors(bias2, mse_over_ns, ns_mse=1.0):
+    ns = {"bias2": 0.0, "offset": 0.0, "sq": np.full(4, ns_mse)}
+    rows = {("ns", None): ns}
+    for f, b, d in zip((0.01, 0.1, 1.0), bias2, mse_over_ns):
+        rows[("ht", f)] = {"bias2": b, "offset": 0.0, "sq": ns["sq"] + d}
+    return rows
+
+
+def test_claim_5b_bound_prediction_counts_bias_whole_and_variance_at_the_bound_step():
+    fractions = (0.01, 0.1, 1.0)
+    # Bias only (the MSE difference is the bias's): excess = b^2, margin 2 SD = 0.2.
+    bias_only = {"init": _errors((4.0, 0.4, 0.04), (4.0, 0.4, 0.04))}
+    out = predict.bound_prediction(bias_only, _sweep(0.1), fractions, ["ht"])
+    np.testing.assert_allclose(out["predicted"]["ht"]["ratio"], [20.0, 2.0, 0.2], rtol=1e-9)
+    assert out["predicted"]["ht"]["size"] == pytest.approx(0.2, rel=0.05)  # log-log: 10^-0.7
+    # Variance only: it enters as c L / sqrt(T), largest at the shortest horizon (T = 1 here).
+    var_only = {"init": _errors((0.0, 0.0, 0.0), (1.0, 0.1, 0.01))}
+    out = predict.bound_prediction(var_only, _sweep(0.1), fractions, ["ht"])
+    cell = out["stages"]["init"]["ht"][0]
+    np.testing.assert_allclose(cell["excess"], [1.0, 0.5], rtol=1e-9)
+    # The larger excess of the two parameter points counts.
+    both = {"init": var_only["init"], "trained": bias_only["init"]}
+    out = predict.bound_prediction(both, _sweep(0.1), fractions, ["ht"])
+    assert out["stages"]["init"]["ht"][0]["ratio"] == pytest.approx(5.0)
+    assert out["predicted"]["ht"]["ratio"][0] == pytest.approx(20.0)
+    # A wide NS spread admits every fraction; none does when the excess never falls to it.
+    assert predict.bound_prediction(bias_only, _sweep(1e6), fractions, ["ht"])["predicted"]["ht"][
+        "size"
+    ] == pytest.approx(0.01)
+    assert (
+        predict.bound_prediction(bias_only, _sweep(1e-3), fractions, ["ht"])["predicted"]["ht"][
+            "size"
+        ]
+        is None
+    )
+
+
+def test_claim_5b_bias_measurement_catches_a_weight_defect():
+    """The bias the bound budget counts, on the batches' control variate: dropping ``q_v``
+    (weights too large at hubs, a bias that does not average out) must raise it beyond its
+    Monte Carlo error, where the library's HT weights leave it at the noise floor's scale."""
+    from theory.problem import Problem
+
+    setting = dataclasses.replace(TINY, bound_draws=48)
+    problem = Problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, 0)
+    found = {}
+    for defect in (None, "drop-q"):
+        with mutated(defect):
+            rows = predict.bound_errors(problem, setting, 0, [("ht", 0.5)], stages=("init",))
+        found[defect] = rows["init"][("ht", 0.5)]
+
+    def se(r):  # SD of ||mean d||^2 - offset: 4 m'Sm/R + 2 tr(S^2)/R^2 <= 4 b^2 off + 2 off^2
+        return np.sqrt(4 * r["bias2"] * r["offset"] + 2 * r["offset"] ** 2)
+
+    clean, bad = found[None], found["drop-q"]
+    assert clean["bias2"] < 3 * se(clean) + clean["offset"], clean
+    assert bad["bias2"] - clean["bias2"] > 3 * np.hypot(se(bad), se(clean)), (bad, clean)
+
+
 def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
     out = tmp_path / "theory.json"
     assert main(["--setting", "tiny", "--only", "unbiased", "--json", str(out)]) == 0
@@ -160,6 +224,21 @@ def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
         main(["--json", str(tmp_path / "missing" / "x.json")])
     assert exit_info.value.code == 2
     assert "--json" in capsys.readouterr().err
+
+
+def test_convergence_from_names_the_file_and_what_is_wrong(tmp_path, capsys):
+    saved = tmp_path / "sweep.json"
+    saved.write_text(json.dumps({"convergence": {**_sweep(0.1), "dataset": "cora"}}))
+    for argv, words in (
+        (["--only", "predict", "--convergence-from", str(saved)], "model_dataset=cora"),
+        (["--convergence-from", str(saved)], "leave it out of --only"),
+        (["--only", "predict", "--convergence-from", str(tmp_path / "none.json")], "not the JSON"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err
+        assert "--convergence-from" in err and words in err, err
 
 
 def test_chains_keep_predict_after_convergence_and_balance_the_rest():

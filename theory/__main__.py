@@ -71,6 +71,32 @@ def _report_from_json(path: Path, parser) -> int:
     return 0
 
 
+def _saved_sweep(path: Path, setting, parser) -> dict:
+    """The convergence result of a saved run's JSON, checked against ``setting``."""
+    try:
+        sweep = json.loads(path.read_text())["convergence"]
+        dict(sweep["proper"]), float(sweep["c"]), float(sweep["lipschitz"])
+        float(sweep["rows"][0]["horizons"][0]["sd"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        parser.error(
+            f"--convergence-from {path}: not the JSON of a run with a convergence sweep ({e!r})"
+        )
+    # Runs before the sweep recorded its graph name it in check 4a's text ("amazon_photo, L_0=...").
+    dataset = sweep.get("dataset") or sweep["checks"][0]["measured"].split(",")[0]
+    if dataset != setting.model_dataset:
+        parser.error(
+            f"--convergence-from {path}: its sweep ran on {dataset}, the setting's "
+            f"model_dataset is {setting.model_dataset} (add --set model_dataset={dataset})"
+        )
+    batch = sweep.get("batch_size", setting.conv_batch_size)
+    if batch != setting.conv_batch_size:
+        parser.error(
+            f"--convergence-from {path}: its sweep's batches had {batch} nodes, the setting's "
+            f"conv_batch_size is {setting.conv_batch_size}"
+        )
+    return {**sweep, "dataset": dataset}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theory", description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the report setting; rewrites README")
@@ -107,6 +133,13 @@ def main(argv=None) -> int:
         action="store_true",
         help="do not use JAX's persistent compilation cache (also GNS_JAX_COMPILE_CACHE=0)",
     )
+    parser.add_argument(
+        "--convergence-from",
+        type=Path,
+        metavar="PATH",
+        help="a saved run's --json whose convergence sweep predict judges against (instead of "
+        "running the sweep; --only without convergence)",
+    )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     parser.add_argument(
         "--from-json",
@@ -130,9 +163,16 @@ def main(argv=None) -> int:
             setting = override(setting, args.set)
         except ValueError as e:
             parser.error(f"--set: {e}")
+    sweep = None
+    if args.convergence_from is not None:
+        if "convergence" in args.only:
+            parser.error(
+                "--convergence-from replaces the convergence module: leave it out of --only"
+            )
+        sweep = _saved_sweep(args.convergence_from, setting, parser)
     cache_dir = enable_compile_cache(args.no_compile_cache)
     start = time.perf_counter()
-    results = run_parallel(args.only, setting, args.jobs, args.mutate, cache_dir)
+    results = run_parallel(args.only, setting, args.jobs, args.mutate, cache_dir, sweep)
     elapsed = time.perf_counter() - start
     checks = [c for r in results.values() for c in r["checks"] if not c.finding]
     findings = [c for r in results.values() for c in r["checks"] if c.finding]

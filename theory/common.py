@@ -90,6 +90,9 @@ class Setting:
     predict_fractions: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
     predict_nodes: int = 400
     predict_samples: int = 32
+    # 5b. the bias-aware prediction (the SGD bound's budget): gradient draws per sampler and
+    # parameter point; 0 skips it (it needs the convergence module's sweep, or a saved one)
+    bound_draws: int = 0
 
 
 TINY = Setting(
@@ -115,6 +118,7 @@ TINY = Setting(
     predict_fractions=(0.01, 0.05, 0.2, 0.5),
     predict_nodes=150,
     predict_samples=12,
+    bound_draws=8,
 )
 # The default of ``python -m theory``. Its horizons stay those of the dataclass: with 60-240
 # steps NS's A(T) had not yet started to fall (check 4a failed).
@@ -151,6 +155,7 @@ FULL = Setting(
     predict_datasets=("amazon_photo", "amazon_computers", "coauthor_cs", "cora"),
     predict_nodes=1000,
     predict_samples=128,
+    bound_draws=64,
 )
 SETTINGS = {s.name: s for s in (TINY, SMALL, FULL)}
 

@@ -182,6 +182,8 @@ def run(setting: Setting, seed: int = 0) -> dict:
             )
     return dict(
         checks=checks,
+        dataset=setting.model_dataset,
+        batch_size=setting.conv_batch_size,
         rows=rows,
         proper=proper,
         lipschitz=lipschitz,

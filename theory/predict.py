@@ -20,15 +20,35 @@ probability proportional to degree, as a sampled neighbour is):
 
 Finding 5, per graph and estimator where :mod:`theory.convergence` measured a proper size: the
 predicted and the measured sizes are within a factor of 2 of each other.
+
+Both predictions above budget variance only, at initialisation; :mod:`theory.gradients` measures
+GNS's gradient error to be mostly bias, growing as the model trains. **Bound budget** (finding
+5b, when ``bound_draws > 0`` and a convergence sweep of the model's graph is at hand, run in the
+same chain or read with ``--convergence-from``): the SGD bound of :mod:`theory.convergence`,
+
+    A(T) <= 2 (f(theta_0) - f*) / (c sqrt(T)) + c L sigma^2 / sqrt(T) + b^2,
+
+predicts GNS's excess over NS at horizon ``T`` as ``c L (sigma^2_GNS - sigma^2_NS) / sqrt(T) +
+(b^2_GNS - b^2_NS)``, where ``sigma^2`` and ``b^2`` are the variance and the squared bias of the
+stochastic gradient against the full gradient ``grad f`` (the batch's choice, the cache and the
+sample all drawn afresh; the same batches for every sampler, so that the batch noise cancels in
+the differences), measured at initialisation and at the trained point of check 3; the larger
+excess of the two counts, as ``L_0`` is the larger curvature. ``c``, ``L`` and NS's spread come
+from the NS runs of the sweep; nothing comes from a GNS training run and nothing is fitted. GNS
+is predicted to match NS where that excess stays within the measured criterion's margin, two NS
+standard deviations of ``A(T)``, at every horizon; the predicted proper size is the smallest such
+fraction (log-log interpolation of the excess-to-margin ratio between fractions).
 """
 
 from __future__ import annotations
+
+import time
 
 import jax
 import numpy as np
 
 from gns_jax.cache import cache_distribution, cache_size
-from theory.common import Check, Setting
+from theory.common import Check, Setting, progress
 from theory.problem import Problem
 from theory.variance import hajek_closed_form, item2, item3, ns_closed_form
 
@@ -125,10 +145,116 @@ def predict_graph(dataset: str, setting: Setting, seed: int) -> dict:
     return out
 
 
-def run(setting: Setting, seed: int = 0, measured: dict | None = None) -> dict:
+def bound_errors(
+    problem: Problem, setting: Setting, seed: int, samplers, stages=("init", "trained")
+) -> dict:
+    """``{stage: {(estimator, fraction): {"bias2", "sq"}}}``: per parameter point (``init``,
+    ``trained``) and sampler (``("ns", None)`` or a GNS estimator and cache fraction), the squared
+    bias ``||E g - grad f||^2`` (minus its Monte Carlo offset) and the squared errors
+    ``||g_r - grad f||^2`` of ``setting.bound_draws`` stochastic gradients on batches of
+    ``conv_batch_size`` training nodes, the same batches for every sampler."""
+    train_idx = problem.dataset.train_idx
+    thetas = {"init": problem.theta0}
+    if "trained" in stages:
+        thetas["trained"] = problem.train(setting.train_steps)
+    draws, size = setting.bound_draws, setting.conv_batch_size
+    rng = np.random.default_rng([seed, 47])
+    batches = [np.sort(rng.choice(train_idx, size, replace=False)) for _ in range(draws)]
+    out = {}
+    for stage, theta in thetas.items():
+        full = np.asarray(problem.grad(theta, problem.weights(train_idx)), np.float64)
+        exact = [np.asarray(problem.grad(theta, problem.weights(b)), np.float64) for b in batches]
+        out[stage] = {}
+        for est, fraction in samplers:
+            start = time.perf_counter()
+            sampler = problem.sampler(fraction, size, est)
+            key = jax.random.key(seed + 47)
+            draw_rng = np.random.default_rng([seed, 48, int(1e6 * (fraction or 0))])
+            total, total_sq, sq = 0.0, 0.0, []
+            for r, b in enumerate(batches):
+                g = problem.draw_grad(sampler, theta, jax.random.fold_in(key, r), b, draw_rng)
+                g = np.asarray(g, np.float64)
+                d = g - exact[r]  # E[g*_B] = grad f: the batch noise drops out of the bias
+                total, total_sq = total + d, total_sq + float(d @ d)
+                sq.append(float(np.sum((g - full) ** 2)))
+            mean = total / draws
+            trace_cov = (total_sq - draws * float(mean @ mean)) / (draws - 1)
+            bias2 = max(float(mean @ mean) - trace_cov / draws, 0.0)
+            out[stage][(est, fraction)] = {
+                "bias2": bias2,
+                "offset": trace_cov / draws,  # the Monte Carlo floor of bias2
+                "sq": np.array(sq),
+            }
+            name = "NS" if fraction is None else f"{est} {100 * fraction:g} %"
+            progress(f"bound budget, {stage} {name}: bias^2 {bias2:.3g}", start)
+    return out
+
+
+def bound_budget(setting: Setting, seed: int, convergence: dict) -> dict:
+    """Finding 5b's prediction (module docs) on the graph of ``convergence``, a result of
+    :func:`theory.convergence.run` (possibly read from a saved run's JSON)."""
+    dataset = convergence["dataset"]
+    problem = Problem(dataset, setting.hidden, setting.grad_fanouts, seed)
+    estimators = sorted(convergence["proper"])
+    fractions = tuple(setting.predict_fractions)
+    samplers = [("ns", None)] + [(e, f) for e in estimators for f in fractions]
+    errors = bound_errors(problem, setting, seed, samplers)
+    return bound_prediction(errors, convergence, fractions, estimators)
+
+
+def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> dict:
+    """The bound budget's excess-to-margin ratios and predicted sizes from :func:`bound_errors`'
+    measurements and the sweep's ``c``, ``lipschitz`` and NS rows."""
+    dataset = convergence["dataset"]
+    ns_rows = convergence["rows"][0]["horizons"]
+    horizons = np.array([p["horizon"] for p in ns_rows], float)
+    margin = 2 * np.array([p["sd"] for p in ns_rows])
+    noise_coef = convergence["c"] * convergence["lipschitz"] / np.sqrt(horizons)
+    out = {"dataset": dataset, "fractions": fractions, "horizons": horizons.tolist(),
+           "margin": margin.tolist(), "stages": {}, "predicted": {}}  # fmt: skip
+    for stage, rows in errors.items():
+        ns = rows[("ns", None)]
+        out["stages"][stage] = {
+            "ns": {"bias2": ns["bias2"], "mse": float(ns["sq"].mean())},
+        }
+        for est in estimators:
+            cells = []
+            for f in fractions:
+                gns = rows[(est, f)]
+                diff = gns["sq"] - ns["sq"]  # paired: the batch noise cancels
+                dbias = gns["bias2"] - ns["bias2"]
+                dvar = float(diff.mean()) - dbias
+                excess = noise_coef * dvar + dbias
+                cells.append(dict(
+                    bias2=gns["bias2"], mse=float(gns["sq"].mean()),
+                    mse_diff_se=float(diff.std(ddof=1) / np.sqrt(diff.size)),
+                    dvar=dvar, dbias=dbias, excess=excess.tolist(),
+                    ratio=float(np.max(excess / np.maximum(margin, 1e-30))),
+                ))  # fmt: skip
+            out["stages"][stage][est] = cells
+    for est in estimators:
+        ratio = [
+            max(out["stages"][s][est][i]["ratio"] for s in out["stages"])
+            for i in range(len(fractions))
+        ]
+        out["predicted"][est] = {"ratio": ratio, "size": crossing(fractions, ratio, 1.0)}
+    return out
+
+
+def run(
+    setting: Setting,
+    seed: int = 0,
+    measured: dict | None = None,
+    convergence: dict | None = None,
+) -> dict:
     """Predictions on ``setting.predict_datasets``; ``measured`` maps ``(dataset, estimator)`` to
-    the proper size claim 4 (or an accuracy experiment) measured (absent: nothing to compare)."""
+    the proper size claim 4 (or an accuracy experiment) measured (absent: nothing to compare).
+    With ``convergence`` (the sweep's result) and ``setting.bound_draws > 0``, also the bound
+    budget's prediction on the sweep's graph, judged against the sweep's measured sizes."""
     graphs = [predict_graph(name, setting, seed) for name in setting.predict_datasets]
+    bound = None
+    if convergence is not None and setting.bound_draws > 1:
+        bound = bound_budget(setting, seed, convergence)
     checks = []
     for g in graphs:
         for est in ESTIMATORS:
@@ -154,7 +280,35 @@ def run(setting: Setting, seed: int = 0, measured: dict | None = None) -> dict:
                     finding=True,
                 )
             )
-    return {"checks": checks, "graphs": graphs}
+    if bound is not None:
+        for est, pred in bound["predicted"].items():
+            meas, size = convergence["proper"][est], pred["size"]
+            agree = (
+                size is not None and meas is not None and max(size / meas, meas / size) <= FACTOR
+            )
+            if meas is None and size is None:
+                note = "; neither within the tested fractions"
+            else:
+                note = ""
+            checks.append(
+                Check(
+                    claim=f"5b. the bias-aware (bound budget) predicted proper cache size of {est} "
+                    f"is the measured one within {FACTOR:g}x ({bound['dataset']})",
+                    module="theory/predict.py",
+                    measured=(
+                        f"predicted {_pct(size)}, measured {_pct(meas)}{note}; predicted "
+                        "excess / margin "
+                        + ", ".join(
+                            f"{100 * f:g}%: {r:.3g}"
+                            for f, r in zip(bound["fractions"], pred["ratio"])
+                        )
+                    ),
+                    criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}",
+                    passed=bool(agree),
+                    finding=True,
+                )
+            )
+    return {"checks": checks, "graphs": graphs, "bound": bound}
 
 
 def _pct(fraction) -> str:
@@ -179,4 +333,43 @@ def table(result: dict) -> str:
             pred = g["predicted"][est]
             lines.append(f"| {est} | {cells} | {_pct(pred['input'])} | {_pct(pred['noise'])} |")
         lines.append("")
+    bound = result.get("bound")
+    if bound is not None:
+        fractions = bound["fractions"]
+        margin = ", ".join(f"{m:.3g}" for m in bound["margin"])
+        lines += [
+            f"Bound budget on {bound['dataset']} (finding 5b): predicted excess of A(T) over NS's, "
+            f"as a multiple of the margin 2 SD of NS's A(T) ({margin} at T = "
+            + ", ".join(f"{t:g}" for t in bound["horizons"])
+            + "), the larger of initialisation and the trained point; GNS is predicted to "
+            "match where it is at most 1. Squared bias b^2 and the difference of mean squared "
+            "errors with NS's, absolute.",
+            "",
+            "| estimator | point | "
+            + " | ".join(f"{100 * f:g} %" for f in fractions)
+            + " |",
+            "|---|---|" + "---|" * len(fractions),
+        ]  # fmt: skip
+        for est, pred in bound["predicted"].items():
+            for stage, rows in bound["stages"].items():
+                lines.append(
+                    f"| {est} b^2 | {stage} | "
+                    + " | ".join(f"{c['bias2']:.3g}" for c in rows[est])
+                    + " |"
+                )
+                lines.append(
+                    f"| {est} MSE - NS's | {stage} | "
+                    + " | ".join(
+                        f"{c['dvar'] + c['dbias']:.3g} ± {c['mse_diff_se']:.2g}" for c in rows[est]
+                    )  # fmt: skip
+                    + " |"
+                )
+            cells = " | ".join(f"{r:.3g}" for r in pred["ratio"])
+            lines.append(f"| {est} **excess / margin** | max | {cells} |")
+            lines.append(f"| {est} predicted proper size | | {_pct(pred['size'])} |")
+        ns = ", ".join(
+            f"{stage} b^2 {rows['ns']['bias2']:.3g}, MSE {rows['ns']['mse']:.3g}"
+            for stage, rows in bound["stages"].items()
+        )
+        lines += ["", f"NS: {ns}.", ""]
     return "\n".join(lines)

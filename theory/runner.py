@@ -33,21 +33,23 @@ def _print_check(check: Check) -> None:
     )
 
 
-def run(names, setting, *, quiet: bool = False) -> dict:
-    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each."""
+def run(names, setting, *, quiet: bool = False, convergence: dict | None = None) -> dict:
+    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each.
+    ``convergence``: a saved sweep for ``predict`` to judge against when the chain does not run
+    one (``--convergence-from``)."""
     results = {}
     for name in names:
         if not quiet:
             print(f"-- {name} ({setting.name} setting)", file=sys.stderr, flush=True)
         start = time.perf_counter()
         if name == "predict":
+            sweep = results.get("convergence", convergence)
             measured = None
-            if "convergence" in results:
+            if sweep is not None:
                 measured = {
-                    (setting.model_dataset, est): fraction
-                    for est, fraction in results["convergence"]["proper"].items()
+                    (sweep["dataset"], est): fraction for est, fraction in sweep["proper"].items()
                 }
-            results[name] = predict.run(setting, measured=measured)
+            results[name] = predict.run(setting, measured=measured, convergence=sweep)
         else:
             results[name] = MODULES[name].run(setting)
         results[name]["seconds"] = time.perf_counter() - start
@@ -58,7 +60,7 @@ def run(names, setting, *, quiet: bool = False) -> dict:
     return results
 
 
-def _run_chain(names, setting, mutate, cache_dir=None):
+def _run_chain(names, setting, mutate, cache_dir=None, convergence=None):
     """One worker's share: ``names`` in order, with ``mutate`` in force (a spawned process),
     compiling through the persistent cache in ``cache_dir`` (None: as configured already)."""
     if cache_dir is not None:
@@ -66,7 +68,7 @@ def _run_chain(names, setting, mutate, cache_dir=None):
 
         enable_compile_cache(False, Path(cache_dir))
     with mutated(mutate):
-        return run(names, setting)
+        return run(names, setting, convergence=convergence)
 
 
 def chains(names, jobs: int) -> list[list[str]]:
@@ -88,7 +90,12 @@ def chains(names, jobs: int) -> list[list[str]]:
 
 
 def run_parallel(
-    names, setting, jobs: int, mutate: str | None = None, cache_dir: Path | None = None
+    names,
+    setting,
+    jobs: int,
+    mutate: str | None = None,
+    cache_dir: Path | None = None,
+    convergence: dict | None = None,
 ) -> dict:
     """:func:`run` with the modules spread over ``jobs`` processes (most of each module is
     single-threaded Python driving small XLA calls, so two processes use two cores); the
@@ -99,7 +106,7 @@ def run_parallel(
 
     plan = chains(names, jobs)
     if len(plan) == 1:
-        return _run_chain(names, setting, mutate)
+        return _run_chain(names, setting, mutate, None, convergence)
     context = multiprocessing.get_context("spawn")
     # Each worker runs XLA's CPU kernels on its own thread: two workers with a thread pool each
     # would oversubscribe the cores. The spawned processes read the variable when jax loads.
@@ -107,7 +114,8 @@ def run_parallel(
     os.environ["XLA_FLAGS"] = f"{saved or ''} --xla_cpu_multi_thread_eigen=false".strip()
     try:
         with concurrent.futures.ProcessPoolExecutor(len(plan), mp_context=context) as pool:
-            args = (plan, [setting] * len(plan), [mutate] * len(plan), [cache_dir] * len(plan))
+            n = len(plan)
+            args = (plan, [setting] * n, [mutate] * n, [cache_dir] * n, [convergence] * n)
             parts = list(pool.map(_run_chain, *args))
     finally:
         if saved is None:
