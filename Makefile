@@ -1,5 +1,6 @@
 # make test   : create .venv if missing, install gns-jax with its test extra, lint, run the tests
 # make train  : create .venv if missing, install, train on a shipped real dataset (CPU is fine)
+# make test-slow : the tests marked slow, each over ~10 s (.ci/run runs it after make test)
 # make test-notebooks : run the teaching notebooks headlessly (.ci/run runs it after make test)
 # make test-parallel : multi-device training on forced CPU devices (.ci/run runs it after make test)
 # make notebooks : rebuild notebooks/*.ipynb from notebooks/src/*.py, outputs included

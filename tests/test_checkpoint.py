@@ -72,6 +72,7 @@ def _run(args, **kw):
     )
 
 
+@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_numbers(tmp_path):
     whole = tmp_path / "whole.json"
     assert main([*RUN, "--out", str(whole)]) == 0
@@ -117,6 +118,7 @@ def _small_run(folder, **options):
     return config
 
 
+@pytest.mark.slow
 def test_corrupt_latest_checkpoint_falls_back_with_a_warning(tiny_dataset, tmp_path):
     folder = tmp_path / "ckpt"
     config = _small_run(folder)

@@ -45,6 +45,7 @@ KEYS = {
 }
 
 
+@pytest.mark.slow
 def test_train_writes_the_json_contract(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["train", *TINY, "--out", str(out)]) == 0
@@ -184,6 +185,7 @@ def test_out_that_is_a_folder_fails_before_training(tmp_path, capsys):
     assert "--out" in err and "folder" in err and "epoch " not in err
 
 
+@pytest.mark.slow
 def test_compilation_is_reported_and_the_cache_folder_is_used(tmp_path):
     env = {**os.environ, "GNS_JAX_COMPILE_CACHE": str(tmp_path / "cache")}
     args = [sys.executable, "-m", "gns_jax", "train", *TINY, "--sampler", "ns"]

@@ -66,6 +66,7 @@ def test_streamed_memory_mapped_evaluation_equals_dense(tmp_path, hidden):
     assert meter.puts_by_tag["eval"] == 3  # 2708 rows in chunks of 1000, the last padded
 
 
+@pytest.mark.slow
 def test_sampled_evaluation_with_all_neighbours_equals_exact(tiny_dataset):
     """Sampled inference with fan-outs above the largest degree takes every neighbour: it must
     give exact inference's predictions (GraphSAGE offers both)."""
@@ -84,6 +85,7 @@ def test_sampled_evaluation_with_all_neighbours_equals_exact(tiny_dataset):
     np.testing.assert_array_equal(sampled.predict(graphdef, state), pred[nodes])
 
 
+@pytest.mark.slow
 def test_sampled_evaluation_is_deterministic(tiny_dataset):
     ds = tiny_dataset
     graphdef, state = _model((ds.num_features, 16, ds.num_classes), seed=2)

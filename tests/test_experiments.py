@@ -12,6 +12,7 @@ from gns_jax.data import load_dataset
 from gns_jax.instrument import process_io
 
 
+@pytest.mark.slow
 def test_bench_epoch_reports_ns_and_gns_side_by_side(tmp_path, capsys):
     spec = "synthetic:nodes=3000,degree=12,features=8,classes=3"
     code = bench_epoch.main(
@@ -59,6 +60,7 @@ def test_groups_never_pool_unlike_configurations():
         groups([*same, result(2, cache_fraction=0.2)])  # a 5 % and a 20 % cache: refused
 
 
+@pytest.mark.slow
 def test_the_comparison_command_writes_its_table_and_plots(tmp_path):
     from experiments import compare
 
@@ -110,6 +112,7 @@ def test_bench_disk_measures_reads_from_storage(tmp_path, capsys):
     assert "missing.npy is not a file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_beyond_memory_compares_gns_and_ns_reads_from_a_saved_folder(tmp_path, capsys):
     from experiments import beyond_memory
     from gns_jax.cli import main as cli

@@ -212,6 +212,7 @@ def test_minimum_bug_weights_are_detectably_biased_on_cora(cora_setup):
     assert np.mean(mean - exact) < 0
 
 
+@pytest.mark.slow
 def test_gns_trains_without_recompiling_across_cache_refreshes(tiny_dataset):
     config = TrainConfig(
         sampler="gns", epochs=4, batch_size=16, fanouts=(4, 3), hidden=16, cache_fraction=0.1

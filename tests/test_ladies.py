@@ -109,6 +109,7 @@ def test_no_recompilation_across_batches_and_the_budget_is_calibrated(tiny_datas
             np.testing.assert_allclose(sums[mask], 1.0, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_the_command_trains_ladies(tiny_dataset):
     from gns_jax.train import fit
 

@@ -27,6 +27,7 @@ def _readme_code(section: str) -> str:
     return "\n".join(blocks)
 
 
+@pytest.mark.slow
 def test_readme_your_own_model_trains_a_model_that_is_not_graphsage():
     """The README's GIN, trained with GNS through fit(model=...) on Cora: clearly better than
     chance (the largest class is 31.9 % of Cora's test nodes) by sampled evaluation."""
@@ -39,6 +40,7 @@ def test_readme_your_own_model_trains_a_model_that_is_not_graphsage():
     assert type(result.model) is type(scope["model"])
 
 
+@pytest.mark.slow
 def test_readme_your_own_training_loop_runs_over_the_public_loader():
     scope: dict = {}
     exec(compile(_readme_code("Your own training loop"), "README.md", "exec"), scope)
@@ -46,6 +48,7 @@ def test_readme_your_own_training_loop_runs_over_the_public_loader():
     assert int(scope["state"].step) == 40
 
 
+@pytest.mark.slow
 def test_a_hand_written_loop_over_the_loader_equals_fit(tiny_dataset):
     config = TrainConfig(
         sampler="gns", epochs=3, batch_size=20, fanouts=(4, 3), hidden=16, cache_fraction=0.1
@@ -83,6 +86,7 @@ PINNED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["gns", "ns"])
 def test_a_seeded_run_gives_the_numbers_of_the_code_before_the_loader(sampler):
     config = TrainConfig(

@@ -27,6 +27,7 @@ CONFIGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ns", "gns"])
 def test_resuming_from_any_batch_state_yields_the_same_batches(tiny_dataset, kind):
     config = CONFIGS[kind]

@@ -148,6 +148,7 @@ def test_ogb_errors_name_the_file(tiny_dataset, tmp_path):
         read_ogb(gz)
 
 
+@pytest.mark.slow
 def test_cli_save_then_train_on_the_mapped_folder(tmp_path):
     folder = tmp_path / "syn"
     spec = TINY[1]  # the CLI tests' small synthetic graph
@@ -282,6 +283,7 @@ def test_io_meter_laps_count_reads_and_page_cache_hits_of_a_mapping_once(block_r
     del mapped
 
 
+@pytest.mark.slow
 def test_training_from_disk_reports_its_reads_and_memory(block_reads, tmp_path):
     folder = tmp_path / "saved"
     spec = "synthetic:nodes=4000,degree=6,features=128,classes=4,seed=3"

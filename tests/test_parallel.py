@@ -46,6 +46,7 @@ def _worker(*args: str, devices: int = 4, timeout: int = 900) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["gns", "ns"])
 def test_the_parallel_step_is_the_single_device_step_on_the_union_of_the_shards(sampler):
     """One SGD(1) step over 4 devices, shards of 35, 35, 35 and 25 seeds, against one device's
@@ -92,6 +93,7 @@ def _train_command(out: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_two_processes_train_exactly_as_one_process_with_two_devices(tmp_path):
     """Two ``gns-jax train`` processes with one device each (the multi-host path: process-local
     sampling, a global batch assembled from each process's shard, collectives over gloo) give

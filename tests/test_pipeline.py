@@ -48,6 +48,7 @@ def test_prefetch_close_stops_the_thread_early():
     assert len(produced) <= 5  # the bounded queue: at most depth + 2 items were prepared
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["ns", "gns"])
 def test_prefetching_changes_no_number(tiny_dataset, sampler):
     config = dataclasses.replace(CONFIG, sampler=sampler)

@@ -200,6 +200,7 @@ def test_calibrated_budget_is_bounded_by_the_worst_case_and_covers_what_it_saw()
     assert cal.max_src[0] < 0.7 * worst.max_src[0]  # the point: far fewer input slots
 
 
+@pytest.mark.slow
 def test_compacted_edges_are_the_same_edges_and_overflow_is_flagged(setup):
     graph, sampler, edges = setup
     seeds = sampler.pad_seeds(np.arange(6))

@@ -77,6 +77,7 @@ def test_node_wise_closed_form_equals_exact_enumeration_of_subsets():
         np.testing.assert_allclose(closed, np.var(means), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("defect", [None, *MUTATIONS])
 def test_claim_1_passes_and_fails_with_each_defect(defect):
     with mutated(defect):
@@ -93,6 +94,7 @@ def test_claim_2a_passes_and_fails_with_each_defect(defect):
     assert check.passed == (defect is None), check.measured
 
 
+@pytest.mark.slow
 def test_claim_2_slope_empty_neighbourhoods_and_estimators():
     result = variance.run(TINY)
     verdicts = {c.claim[:2]: c.passed for c in result["checks"]}
@@ -108,6 +110,7 @@ def test_claim_2_slope_empty_neighbourhoods_and_estimators():
     assert not broken["2c"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("defect", [None, "drop-q", "pi-mp", "small-cache"])
 def test_claim_3_passes_and_fails_with_each_weight_defect(defect):
     setting = dataclasses.replace(TINY, grad_fractions=(0.02, 0.5), grad_samples=24)
@@ -119,6 +122,7 @@ def test_claim_3_passes_and_fails_with_each_weight_defect(defect):
     assert {r["stage"] for r in result["rows"]} == set(stages)
 
 
+@pytest.mark.slow
 def test_claim_4_rate_check_fails_when_the_sweep_cannot_resolve_a_rate():
     setting = dataclasses.replace(TINY, conv_horizons=(4, 8, 16), conv_fractions=(0.2,))
     result = convergence.run(setting)
@@ -189,6 +193,7 @@ def test_claim_5b_bound_prediction_counts_bias_whole_and_variance_at_the_bound_s
     )
 
 
+@pytest.mark.slow
 def test_claim_5b_bias_measurement_catches_a_weight_defect():
     """The bias the bound budget counts, on the batches' control variate: dropping ``q_v``
     (weights too large at hubs, a bias that does not average out) must raise it beyond its

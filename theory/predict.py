@@ -364,8 +364,13 @@ def table(result: dict) -> str:
                     )  # fmt: skip
                     + " |"
                 )
+                lines.append(
+                    f"| {est} excess / margin | {stage} | "
+                    + " | ".join(f"{c['ratio']:.3g}" for c in rows[est])
+                    + " |"
+                )
             cells = " | ".join(f"{r:.3g}" for r in pred["ratio"])
-            lines.append(f"| {est} **excess / margin** | max | {cells} |")
+            lines.append(f"| {est} **excess / margin** | larger | {cells} |")
             lines.append(f"| {est} predicted proper size | | {_pct(pred['size'])} |")
         ns = ", ".join(
             f"{stage} b^2 {rows['ns']['bias2']:.3g}, MSE {rows['ns']['mse']:.3g}"
