@@ -15,6 +15,7 @@ compiled in the first instead of compiling them again.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -66,7 +67,11 @@ def _report_from_json(path: Path, parser) -> int:
     if meta.get("setting") != FULL.name:
         parser.error(f"--from-json {path}: not the JSON of a --full run")
     results = results_from_json(saved)
-    write_report(results, FULL, HERE, meta["environment"], meta["seconds"])
+    setting = FULL
+    if "predict" in results and results["predict"].get("bound") is None:
+        # A run without finding 5b (saved before it existed) ran with no bound draws.
+        setting = dataclasses.replace(FULL, bound_draws=0)
+    write_report(results, setting, HERE, meta["environment"], meta["seconds"])
     print(f"wrote {HERE / 'README.md'} and {HERE / 'figures'} from {path}")
     return 0
 

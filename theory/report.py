@@ -39,8 +39,9 @@ python -m theory --only convergence predict --set model_dataset=amazon_computers
     predict_datasets=amazon_computers             # any field of the setting changed
 ```
 
-`theory/second-graph/` holds the convergence and prediction modules on a second graph
-(Amazon Computers), with its own README.
+`theory/second-graph/` holds the convergence and prediction modules on other graphs (Amazon
+Computers, Tolokers) and the bias-aware prediction of finding 5b (`bound_draws > 0`, the SGD
+bound's budget) on them and on Amazon Photo, with its own README.
 
 This file was written by `python -m theory --full --json theory/full-run.json`; every number below
 is in `full-run.json` (`python -m theory --from-json theory/full-run.json` redraws this file and
