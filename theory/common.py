@@ -91,7 +91,7 @@ class Setting:
     predict_nodes: int = 400
     predict_samples: int = 32
     # 5b. the bias-aware prediction (the SGD bound's budget): gradient draws per sampler and
-    # parameter point; 0 skips it (it needs the convergence module's sweep, or a saved one)
+    # parameter point; below 2 skips it (it needs the convergence module's sweep, or a saved one)
     bound_draws: int = 0
 
 

@@ -23,7 +23,7 @@ predicted and the measured sizes are within a factor of 2 of each other.
 
 Both predictions above budget variance only, at initialisation; :mod:`theory.gradients` measures
 GNS's gradient error to be mostly bias, growing as the model trains. **Bound budget** (finding
-5b, when ``bound_draws > 0`` and a convergence sweep of the model's graph is at hand, run in the
+5b, when ``bound_draws >= 2`` and a convergence sweep of the model's graph is at hand, run in the
 same chain or read with ``--convergence-from``): the SGD bound of :mod:`theory.convergence`,
 
     A(T) <= 2 (f(theta_0) - f*) / (c sqrt(T)) + c L sigma^2 / sqrt(T) + b^2,
@@ -148,9 +148,10 @@ def predict_graph(dataset: str, setting: Setting, seed: int) -> dict:
 def bound_errors(
     problem: Problem, setting: Setting, seed: int, samplers, stages=("init", "trained")
 ) -> dict:
-    """``{stage: {(estimator, fraction): {"bias2", "sq"}}}``: per parameter point (``init``,
-    ``trained``) and sampler (``("ns", None)`` or a GNS estimator and cache fraction), the squared
-    bias ``||E g - grad f||^2`` (minus its Monte Carlo offset) and the squared errors
+    """``{stage: {(estimator, fraction): {"bias2", "offset", "sq"}}}``: per parameter point
+    (``init``, ``trained``) and sampler (``("ns", None)`` or a GNS estimator and cache fraction),
+    the squared bias ``||E g - grad f||^2`` (less ``offset``, its Monte Carlo floor) and the squared
+    errors
     ``||g_r - grad f||^2`` of ``setting.bound_draws`` stochastic gradients on batches of
     ``conv_batch_size`` training nodes, the same batches for every sampler."""
     train_idx = problem.dataset.train_idx
@@ -249,7 +250,7 @@ def run(
 ) -> dict:
     """Predictions on ``setting.predict_datasets``; ``measured`` maps ``(dataset, estimator)`` to
     the proper size claim 4 (or an accuracy experiment) measured (absent: nothing to compare).
-    With ``convergence`` (the sweep's result) and ``setting.bound_draws > 0``, also the bound
+    With ``convergence`` (the sweep's result) and ``setting.bound_draws >= 2``, also the bound
     budget's prediction on the sweep's graph, judged against the sweep's measured sizes."""
     graphs = [predict_graph(name, setting, seed) for name in setting.predict_datasets]
     bound = None

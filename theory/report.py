@@ -40,7 +40,7 @@ python -m theory --only convergence predict --set model_dataset=amazon_computers
 ```
 
 `theory/second-graph/` holds the convergence and prediction modules on other graphs (Amazon
-Computers, Tolokers) and the bias-aware prediction of finding 5b (`bound_draws > 0`, the SGD
+Computers, Tolokers) and the bias-aware prediction of finding 5b (`bound_draws >= 2`, the SGD
 bound's budget) on them and on Amazon Photo, with its own README.
 
 This file was written by `python -m theory --full --json theory/full-run.json`; every number below
