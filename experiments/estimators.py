@@ -55,6 +55,8 @@ def grid(name: str, datasets, seeds, estimators, fractions) -> list[Run]:
                 for f in fractions:
                     args = (*base, "--sampler", "gns", "--gns-weights", est)
                     args += ("--cache-fraction", str(f))
+                    if est == "hajek-fallback":  # a node with no cached neighbour takes 10
+                        args += ("--input-fanout", "10,10")
                     runs.append(Run(dataset, f"{est} {100 * f:g}%", seed, args))
     return runs
 

@@ -182,8 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=WEIGHTS,
         default=defaults.gns_weights,
         help="the input-layer estimator: ht (unbiased Horvitz-Thompson), hajek (HT "
-        "self-normalised), clipped (HT with 1/(pi q) clipped at --weight-clip), minimum (the "
-        "official code's biased q_v), none (plain mean), heuristic (the official scripts' weights)",
+        "self-normalised), hajek-fallback (hajek; a node with no cached neighbour takes the "
+        "--input-fanout minimum of uniform neighbours instead), clipped (HT with 1/(pi q) clipped "
+        "at --weight-clip), minimum (the official code's biased q_v), none (plain mean), "
+        "heuristic (the official scripts' weights)",
     )
     gns.add_argument(
         "--weight-clip",

@@ -315,3 +315,64 @@ def test_cached_picks_are_uniform_where_the_cap_binds_and_first_k_is_caught():
     assert _chi_square(counts_of()) < CHI2_19
     with mutated("first-k"):
         assert _chi_square(counts_of()) > CHI2_19
+
+
+def test_hajek_fallback_tops_up_only_empty_cached_neighbourhoods_and_their_mean_is_exact():
+    """With a small cache many nodes have no cached neighbour: ``hajek-fallback`` gives exactly
+    those ``min(F, d_v)`` uniform neighbours weighted ``1/k`` (their aggregate is the
+    neighbourhood mean in expectation, given the cache), and leaves the others' cached picks and
+    ``hajek`` weights alone."""
+    graph = random_graph(7, num_nodes=80, num_edges=300, isolated=0)
+    m, fallback, k = 6, 3, 5
+    snap = draw_cache(np.random.default_rng(0), cache_distribution(graph), m)
+    cache, _ = build_device_cache(graph, np.zeros((graph.num_nodes, 1), np.float32), snap)
+    topology = DeviceTopology.from_graph(graph)
+    degree = graph.degrees()
+    dst_np = np.flatnonzero(degree > 0)
+    dst = jnp.asarray(dst_np, jnp.int32)
+    x = np.random.default_rng(1).normal(size=graph.num_nodes)
+    senders, receivers = graph.edges()
+    exact = (np.bincount(receivers, weights=x[senders], minlength=graph.num_nodes) / degree)[dst_np]
+
+    @jax.jit
+    def draw(key):
+        nbrs, mask, num_cached, from_cache = cache_first_layer(key, cache, dst, fallback, k, True)
+        w = input_weights(
+            "hajek-fallback", cache, topology, dst, nbrs, mask, num_cached, k, from_cache=from_cache
+        )
+        agg = jnp.sum(w * jnp.asarray(x, jnp.float32)[jnp.where(mask, nbrs, 0)], axis=1)
+        return mask, num_cached, from_cache, w, agg
+
+    aggs = []
+    for t in range(400):
+        mask, num_cached, from_cache, w, agg = jax.device_get(draw(jax.random.key(t)))
+        empty = num_cached == 0
+        assert 0 < empty.sum() < empty.size  # both kinds of node are present
+        np.testing.assert_array_equal(mask[~empty], from_cache[~empty])  # no top-up there
+        assert not from_cache[empty].any()
+        np.testing.assert_array_equal(
+            mask[empty].sum(1), np.minimum(fallback, degree[dst_np][empty])
+        )
+        np.testing.assert_allclose(w.sum(1), 1.0, rtol=1e-5)  # hajek and 1/k both sum to 1
+        aggs.append(agg)
+    aggs = np.asarray(aggs, np.float64)[:, empty]  # the same cache in every draw
+    mean, stderr = aggs.mean(0), aggs.std(0, ddof=1) / np.sqrt(aggs.shape[0])
+    # Nodes of degree <= F take every neighbour (stderr 0); 4.5 SE over the rest, two-sided.
+    assert np.all(np.abs(mean - exact[empty]) <= 4.5 * stderr + 1e-5), np.abs(mean - exact[empty])
+
+
+def test_hajek_fallback_needs_an_input_minimum_and_builds_the_non_cached_adjacency():
+    graph = random_graph(3)
+    with pytest.raises(ConfigError, match="input_fanout"):
+        GNSSampler(graph, (3, 2), 8, 12, input_fanout=(0, 4), weights="hajek-fallback")
+    sampler = GNSSampler(graph, (3, 2), 8, 12, input_fanout=(2, 4), weights="hajek-fallback")
+    assert sampler.needs_other
+    snap = draw_cache(np.random.default_rng(0), cache_distribution(graph), 12)
+    cache, _ = build_device_cache(graph, np.zeros((graph.num_nodes, 1), np.float32), snap)
+    batch = jax.device_get(
+        sampler.sample(jax.random.key(0), sampler.pad_seeds(np.arange(8)), cache)
+    )
+    block = batch.blocks[0]
+    real = block.edge_weight != 0
+    sums = np.bincount(block.receivers[real], weights=block.edge_weight[real])
+    np.testing.assert_allclose(sums[sums > 0], 1.0, rtol=1e-5)

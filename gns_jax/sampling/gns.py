@@ -22,6 +22,10 @@ Input-layer edge weights (``weights=``; the default is ``"hajek"``, chosen by th
 * ``"hajek"`` (default), ``"hajek-scaled"``, ``"clipped"``, ``"exact"``: the lower-variance
   estimators of ``docs/algorithm.md`` (:func:`input_weights`, :func:`exact_input_block`):
   ``hajek`` divides the HT sum by the HT estimate of the neighbours' number.
+* ``"hajek-fallback"``: ``hajek`` where ``N_C(v)`` is non-empty; a node with no cached neighbour
+  takes ``min`` of the input fan-out ``(min, max)`` uniform neighbours instead (from the host),
+  weighted ``1/k``, so that its aggregate is the neighbourhood mean in expectation given the
+  cache instead of empty. Needs ``min >= 1``; it costs the rows of those neighbours.
 * ``"minimum"``: the same with the bug of ``new_sample.py``/``GNS_yelp_new.py``,
   ``q_v = K / min(|N_C(v)|, K)``; it scales each aggregate by ``min(|N_C|, K) / max(|N_C|, K)``
   and is biased (kept for ablations).
@@ -51,7 +55,17 @@ from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
 
-WEIGHTS = ("ht", "hajek", "hajek-scaled", "clipped", "exact", "minimum", "none", "heuristic")
+WEIGHTS = (
+    "ht",
+    "hajek",
+    "hajek-scaled",
+    "hajek-fallback",
+    "clipped",
+    "exact",
+    "minimum",
+    "none",
+    "heuristic",
+)
 WEIGHT_CLIP = 10.0  # default bound of the clipped weights' inverse probability
 
 
@@ -61,8 +75,12 @@ def cache_first_layer(
     dst: jax.Array,
     min_fanout: int,
     max_fanout: int,
+    fallback: bool = False,
 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Up to ``max_fanout`` cached neighbours, topped up to ``min_fanout`` from the rest. Jittable.
+
+    ``fallback=True`` tops up only the destinations with no cached neighbour at all (with
+    ``min_fanout`` picks); the others keep their cached picks alone.
 
     Both draws are uniform: the cached picks are a uniform subset of ``N_C(v)``, the top-up a
     uniform subset of the non-cached neighbours (tests/test_gns.py checks both with chi-square).
@@ -97,7 +115,10 @@ def cache_first_layer(
     order = jnp.argsort(jnp.where(mask_o, noise, 2.0), axis=1)
     nbrs_o = jnp.take_along_axis(nbrs_o, order, axis=1)
     mask_o = jnp.take_along_axis(mask_o, order, axis=1)
-    shortfall = jnp.maximum(min_fanout - take_c, 0)
+    if fallback:
+        shortfall = jnp.where(take_c == 0, min_fanout, 0)
+    else:
+        shortfall = jnp.maximum(min_fanout - take_c, 0)
     # Column c of the row holds the c-th cached pick, then the (c - take_c)-th top-up pick.
     index_o = jnp.clip(cols - take_c[:, None], 0, min_fanout - 1)
     picked_o = jnp.take_along_axis(nbrs_o, index_o, axis=1)
@@ -119,8 +140,12 @@ def input_weights(
     num_cached: jax.Array,
     max_fanout: int,
     clip: float = WEIGHT_CLIP,
+    from_cache: jax.Array | None = None,
 ) -> jax.Array:
     """Input-layer coefficients for the sampled ``[max_dst, width]`` edges (see module docs).
+
+    ``from_cache`` (``hajek-fallback`` only): which picks came from the cache; the others are the
+    fallback's uniform picks of a node with no cached neighbour, weighted ``1/k``.
 
     With ``inv_uv = 1 / (pi_u q_v)``, the number of neighbours a sampled cached neighbour stands
     for: ``ht`` is ``inv / d_v``; ``hajek`` is ``inv / sum_{u' in S_v} inv_u'v`` (the
@@ -133,6 +158,15 @@ def input_weights(
     take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
     if kind == "none":
         return jnp.where(edge_mask, 1.0 / jnp.maximum(take, 1.0), 0.0)
+    if kind == "hajek-fallback":
+        if from_cache is None:
+            raise ValueError("hajek-fallback weights need from_cache")
+        topup = edge_mask & ~from_cache
+        cached = input_weights(
+            "hajek", cache, topology, dst, nbrs, from_cache, num_cached, max_fanout
+        )
+        num_topup = jnp.sum(topup, axis=1, keepdims=True).astype(jnp.float32)
+        return jnp.where(topup, 1.0 / jnp.maximum(num_topup, 1.0), cached)
     safe = jnp.where(dst >= 0, dst, 0)
     degree = (topology.indptr[safe + 1] - topology.indptr[safe]).astype(jnp.float32)[:, None]
     n_c = num_cached.astype(jnp.float32)[:, None]
@@ -239,12 +273,15 @@ def sample_gns_blocks(
             overflow.append(over)
             break
         if cache_first[layer]:
-            nbrs, edge_mask, num_cached, _ = cache_first_layer(keys[layer], cache, dst, lo, hi)
+            fallback = layer == 0 and weights == "hajek-fallback"
+            nbrs, edge_mask, num_cached, from_cache = cache_first_layer(
+                keys[layer], cache, dst, lo, hi, fallback
+            )
             if layer == 0 and weights == "heuristic":
                 weight = heuristic_weights(importance, edge_mask, hi, num_nodes, topology, cache)
             elif layer == 0:
                 weight = input_weights(
-                    weights, cache, topology, dst, nbrs, edge_mask, num_cached, hi, clip
+                    weights, cache, topology, dst, nbrs, edge_mask, num_cached, hi, clip, from_cache
                 )
             else:
                 take = jnp.sum(edge_mask, axis=1, keepdims=True).astype(jnp.float32)
@@ -328,6 +365,12 @@ class GNSSampler(JittedSampler):
                 "input_fanout",
                 f"{weights} weights need an input-layer minimum of 0 (top-ups from non-cached "
                 "neighbours have no inclusion probability)",
+            )
+        if weights == "hajek-fallback" and lo == 0:
+            raise ConfigError(
+                "input_fanout",
+                "hajek-fallback weights need an input-layer minimum of at least 1: the number of "
+                "uniform neighbours a node with no cached neighbour takes (e.g. 10,10)",
             )
         if not weight_clip > 0:
             raise ConfigError("weight_clip", f"must be a positive number, got {weight_clip}")
