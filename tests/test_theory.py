@@ -156,11 +156,11 @@ def _sweep(sd, c=1.0, lipschitz=1.0, horizons=(1, 4)):
     return {"dataset": "g", "c": c, "lipschitz": lipschitz, "rows": [ns], "proper": {"ht": 0.2}}
 
 
-def _errors(bias2, mse_over_ns, ns_mse=1.0):
-    ns = {"bias2": 0.0, "offset": 0.0, "sq": np.full(4, ns_mse)}
+def _errors(bias2, mse_over_ns, ns_mse=1.0, inner=(0.0, 0.0, 0.0)):
+    ns = {"bias2": 0.0, "offset": 0.0, "sq": np.full(4, ns_mse), "inner": 0.0, "inner_se": 0.0}
     rows = {("ns", None): ns}
-    for f, b, d in zip((0.01, 0.1, 1.0), bias2, mse_over_ns):
-        rows[("ht", f)] = {"bias2": b, "offset": 0.0, "sq": ns["sq"] + d}
+    for f, b, d, i in zip((0.01, 0.1, 1.0), bias2, mse_over_ns, inner):
+        rows[("ht", f)] = {"bias2": b, "offset": 0.0, "sq": ns["sq"] + d, "inner": i, "inner_se": 0}
     return rows
 
 
@@ -191,6 +191,32 @@ def test_claim_5b_bound_prediction_counts_bias_whole_and_variance_at_the_bound_s
         ]
         is None
     )
+
+
+def test_claim_5c_descent_budget_counts_only_the_bias_along_the_gradient():
+    """5c replaces 5b's whole b^2 by the descent lemma's -2 <grad f, b> + 2 L eta b^2: a bias
+    orthogonal to the gradient costs only its second-order term, one against it costs twice its
+    projection, and one along it (a longer step) lowers the predicted excess."""
+    fractions = (0.01, 0.1, 1.0)
+    sweep = _sweep(0.1, c=0.5, horizons=(1, 4))  # L eta = 0.5, 0.25; margin 0.2
+    # The MSE difference is the bias's: no variance term.
+    orthogonal = {"init": _errors((4.0, 0.4, 0.04), (4.0, 0.4, 0.04))}
+    out = predict.bound_prediction(orthogonal, sweep, fractions, ["ht"])
+    np.testing.assert_allclose(out["stages"]["init"]["ht"][0]["descent"], [4.0, 2.0], rtol=1e-9)
+    np.testing.assert_allclose(out["descent"]["ht"]["ratio"], [20.0, 2.0, 0.2], rtol=1e-9)
+    np.testing.assert_allclose(out["predicted"]["ht"]["ratio"], [20.0, 2.0, 0.2], rtol=1e-9)
+    against = {"init": _errors((4.0, 0.4, 0.04), (4.0, 0.4, 0.04), inner=(-1.0, -0.1, -0.01))}
+    out = predict.bound_prediction(against, sweep, fractions, ["ht"])
+    np.testing.assert_allclose(out["stages"]["init"]["ht"][0]["descent"], [6.0, 4.0], rtol=1e-9)
+    along = {"init": _errors((4.0, 0.4, 0.04), (4.0, 0.4, 0.04), inner=(3.0, 0.3, 0.03))}
+    out = predict.bound_prediction(along, sweep, fractions, ["ht"])
+    np.testing.assert_allclose(out["stages"]["init"]["ht"][0]["descent"], [-2.0, -4.0], rtol=1e-9)
+    assert out["descent"]["ht"]["size"] == pytest.approx(0.01)  # predicted to match everywhere
+    assert out["predicted"]["ht"]["size"] == pytest.approx(0.2, rel=0.05)  # 5b: unchanged
+    # The checks: one 5b and one 5c line per estimator, judged against the sweep's 20 %.
+    checks = predict.bound_checks(out, sweep)
+    assert [c.claim[:2] for c in checks] == ["5b", "5c"]
+    assert [c.passed for c in checks] == [True, False]
 
 
 @pytest.mark.slow
