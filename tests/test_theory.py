@@ -220,7 +220,7 @@ def test_claim_5c_descent_budget_counts_only_the_bias_along_the_gradient():
 
 
 @pytest.mark.slow
-def test_claim_5b_bias_measurement_catches_a_weight_defect():
+def test_claim_5b_5c_bias_measurements_catch_a_weight_defect():
     """The bias the bound budget counts, on the batches' control variate: dropping ``q_v``
     (weights too large at hubs, a bias that does not average out) must raise it beyond its
     Monte Carlo error, where the library's HT weights leave it at the noise floor's scale."""
@@ -240,6 +240,10 @@ def test_claim_5b_bias_measurement_catches_a_weight_defect():
     clean, bad = found[None], found["drop-q"]
     assert clean["bias2"] < 3 * se(clean) + clean["offset"], clean
     assert bad["bias2"] - clean["bias2"] > 3 * np.hypot(se(bad), se(clean)), (bad, clean)
+    # 5c's <grad f, b>, the bias along the gradient: at the noise level for HT, and the defect's
+    # bias has a component along it beyond the Monte Carlo error.
+    assert abs(clean["inner"]) < 3 * clean["inner_se"], clean
+    assert abs(bad["inner"] - clean["inner"]) > 3 * np.hypot(bad["inner_se"], clean["inner_se"])
 
 
 def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):

@@ -49,8 +49,8 @@ ESTIMATORS = ("ht", "hajek", "clipped")  # the unbiased estimator and its lower-
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Sizes of every check. ``TINY`` is what the tests run, ``SMALL`` the default of
-    ``python -m theory`` (on 2 cores with its two worker processes: 279-307 s with an empty
-    compilation cache, 200 s with the cache of a previous run), ``FULL`` the report."""
+    ``python -m theory`` (on 2 cores with its two worker processes: 210 s with an empty
+    compilation cache), ``FULL`` the report."""
 
     name: str
     dataset: str = "cora"  # checks 1 and 2 (the estimators)

@@ -78,7 +78,7 @@ def chains(names, jobs: int) -> list[list[str]]:
     modules are dealt to the chains greedily by their default-setting cost (seconds, measured),
     longest first.
     """
-    cost = {"convergence": 240, "predict": 40, "gradients": 140, "variance": 80, "unbiased": 35}
+    cost = {"convergence": 190, "predict": 20, "gradients": 115, "variance": 40, "unbiased": 22}
     units = [[n for n in ("convergence", "predict") if n in names]]
     units += [[n] for n in names if n not in ("convergence", "predict")]
     units = sorted((u for u in units if u), key=lambda u: -sum(cost[n] for n in u))
