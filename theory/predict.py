@@ -268,17 +268,15 @@ def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> 
     return out
 
 
-def run(
-    setting: Setting,
-    seed: int = 0,
-    measured: dict | None = None,
-    convergence: dict | None = None,
-) -> dict:
-    """Predictions on ``setting.predict_datasets``; ``measured`` maps ``(dataset, estimator)`` to
-    the proper size claim 4 (or an accuracy experiment) measured (absent: nothing to compare).
-    With ``convergence`` (the sweep's result) and ``setting.bound_draws >= 2``, also the bound
-    budget's prediction on the sweep's graph, judged against the sweep's measured sizes."""
+def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dict:
+    """Predictions on ``setting.predict_datasets``, judged against the proper sizes that
+    ``convergence`` (claim 4's sweep result, or a saved one) measured on its graph (absent:
+    nothing to compare). With ``convergence`` and ``setting.bound_draws >= 2``, also the bound
+    and descent budgets' predictions on the sweep's graph (findings 5b and 5c)."""
     graphs = [predict_graph(name, setting, seed) for name in setting.predict_datasets]
+    measured = {}
+    if convergence is not None:
+        measured = {(convergence["dataset"], e): f for e, f in convergence["proper"].items()}
     bound = None
     if convergence is not None and setting.bound_draws > 1:
         bound = bound_budget(setting, seed, convergence)
@@ -287,7 +285,7 @@ def run(
         for est in ESTIMATORS:
             pred = g["predicted"][est]["noise"]
             key = (g["dataset"], est)
-            if measured is None or key not in measured:
+            if key not in measured:
                 continue
             meas = measured[key]
             agree = (

@@ -44,12 +44,7 @@ def run(names, setting, *, quiet: bool = False, convergence: dict | None = None)
         start = time.perf_counter()
         if name == "predict":
             sweep = results.get("convergence", convergence)
-            measured = None
-            if sweep is not None:
-                measured = {
-                    (sweep["dataset"], est): fraction for est, fraction in sweep["proper"].items()
-                }
-            results[name] = predict.run(setting, measured=measured, convergence=sweep)
+            results[name] = predict.run(setting, convergence=sweep)
         else:
             results[name] = MODULES[name].run(setting)
         results[name]["seconds"] = time.perf_counter() - start
