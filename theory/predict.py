@@ -228,8 +228,15 @@ def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> 
     horizons = np.array([p["horizon"] for p in ns_rows], float)
     margin = 2 * np.array([p["sd"] for p in ns_rows])
     noise_coef = convergence["c"] * convergence["lipschitz"] / np.sqrt(horizons)
-    out = {"dataset": dataset, "fractions": fractions, "horizons": horizons.tolist(),
-           "margin": margin.tolist(), "stages": {}, "predicted": {}, "descent": {}}  # fmt: skip
+    out = {
+        "dataset": dataset,
+        "fractions": fractions,
+        "horizons": horizons.tolist(),
+        "margin": margin.tolist(),
+        "stages": {},
+        "predicted": {},
+        "descent": {},
+    }
 
     def descent_bias(cell):  # 5c's bias term: -2 <grad f, b> + 2 L eta b^2, per horizon
         return -2 * cell["inner"] + 2 * noise_coef * cell["bias2"]
@@ -248,15 +255,21 @@ def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> 
                 dvar = float(diff.mean()) - dbias
                 excess = noise_coef * dvar + dbias
                 descent = noise_coef * dvar + descent_bias(gns) - descent_bias(ns)
-                cells.append(dict(
-                    bias2=gns["bias2"], mse=float(gns["sq"].mean()),
-                    mse_diff_se=float(diff.std(ddof=1) / np.sqrt(diff.size)),
-                    dvar=dvar, dbias=dbias, excess=excess.tolist(),
-                    ratio=float(np.max(excess / np.maximum(margin, 1e-30))),
-                    inner=gns["inner"], inner_se=gns["inner_se"],
-                    descent=descent.tolist(),
-                    descent_ratio=float(np.max(descent / np.maximum(margin, 1e-30))),
-                ))  # fmt: skip
+                cells.append(
+                    dict(
+                        bias2=gns["bias2"],
+                        mse=float(gns["sq"].mean()),
+                        mse_diff_se=float(diff.std(ddof=1) / np.sqrt(diff.size)),
+                        dvar=dvar,
+                        dbias=dbias,
+                        excess=excess.tolist(),
+                        ratio=float(np.max(excess / np.maximum(margin, 1e-30))),
+                        inner=gns["inner"],
+                        inner_se=gns["inner_se"],
+                        descent=descent.tolist(),
+                        descent_ratio=float(np.max(descent / np.maximum(margin, 1e-30))),
+                    )
+                )
             out["stages"][stage][est] = cells
     for est in estimators:
         for name, key in (("predicted", "ratio"), ("descent", "descent_ratio")):
@@ -359,10 +372,11 @@ def table(result: dict) -> str:
             f"{n['batch']:.3g}, NS sampling error {n['ns']:.3g} (of which the upper layer "
             f"{n['upper']:.3g}); NS input variance V_NS = {g['v']['ns']:.4g}.",
             "",
-            "| estimator | " + " | ".join(f"V at {100 * f:g} %" for f in g["fractions"])
+            "| estimator | "
+            + " | ".join(f"V at {100 * f:g} %" for f in g["fractions"])
             + " | predicted: input level | predicted: noise budget |",
             "|---|" + "---|" * (len(g["fractions"]) + 2),
-        ]  # fmt: skip
+        ]
         for est in ESTIMATORS:
             cells = " | ".join(f"{x:.3g}" for x in g["v"][est])
             pred = g["predicted"][est]
@@ -378,47 +392,42 @@ def table(result: dict) -> str:
             + ", ".join(f"{t:g}" for t in bound["horizons"])
             + "), the larger of initialisation and the trained point; GNS is predicted to "
             "match where it is at most 1. Squared bias b^2 and the difference of mean squared "
-            "errors with NS's, absolute.",
+            "errors with NS's, absolute. The descent budget (finding 5c) charges the bias as "
+            "-2 <grad f, b> + 2 L eta b^2 instead of b^2.",
             "",
-            "| estimator | point | "
-            + " | ".join(f"{100 * f:g} %" for f in fractions)
-            + " |",
+            "| estimator | point | " + " | ".join(f"{100 * f:g} %" for f in fractions) + " |",
             "|---|---|" + "---|" * len(fractions),
-        ]  # fmt: skip
+        ]
+
+        def row(label, point, cells):
+            lines.append(f"| {label} | {point} | " + " | ".join(cells) + " |")
+
         for est, pred in bound["predicted"].items():
-            for stage, rows in bound["stages"].items():
-                lines.append(
-                    f"| {est} b^2 | {stage} | "
-                    + " | ".join(f"{c['bias2']:.3g}" for c in rows[est])
-                    + " |"
-                )
-                lines.append(
-                    f"| {est} MSE - NS's | {stage} | "
-                    + " | ".join(
-                        f"{c['dvar'] + c['dbias']:.3g} ± {c['mse_diff_se']:.2g}" for c in rows[est]
-                    )  # fmt: skip
-                    + " |"
-                )
-                lines.append(
-                    f"| {est} excess / margin | {stage} | "
-                    + " | ".join(f"{c['ratio']:.3g}" for c in rows[est])
-                    + " |"
-                )
-            cells = " | ".join(f"{r:.3g}" for r in pred["ratio"])
-            lines.append(f"| {est} **excess / margin** | larger | {cells} |")
-            lines.append(f"| {est} predicted proper size | | {_pct(pred['size'])} |")
             descent = bound.get("descent", {}).get(est)  # absent from runs saved before 5c
-            if descent is None:
-                continue
             for stage, rows in bound["stages"].items():
-                lines.append(
-                    f"| {est} <grad f, b> | {stage} | "
-                    + " | ".join(f"{c['inner']:.3g} ± {c['inner_se']:.2g}" for c in rows[est])
-                    + " |"
+                cells = rows[est]
+                row(f"{est} b^2", stage, (f"{c['bias2']:.3g}" for c in cells))
+                row(
+                    f"{est} MSE - NS's",
+                    stage,
+                    (f"{c['dvar'] + c['dbias']:.3g} ± {c['mse_diff_se']:.2g}" for c in cells),
                 )
-            cells = " | ".join(f"{r:.3g}" for r in descent["ratio"])
-            lines.append(f"| {est} **descent excess / margin** | larger | {cells} |")
-            lines.append(f"| {est} descent: predicted proper size | | {_pct(descent['size'])} |")
+                row(f"{est} excess / margin", stage, (f"{c['ratio']:.3g}" for c in cells))
+                if descent is not None:
+                    row(
+                        f"{est} <grad f, b>",
+                        stage,
+                        (f"{c['inner']:.3g} ± {c['inner_se']:.2g}" for c in cells),
+                    )
+            row(f"{est} **excess / margin**", "larger", (f"{r:.3g}" for r in pred["ratio"]))
+            row(f"{est} predicted proper size", "", [_pct(pred["size"])])
+            if descent is not None:
+                row(
+                    f"{est} **descent excess / margin**",
+                    "larger",
+                    (f"{r:.3g}" for r in descent["ratio"]),
+                )
+                row(f"{est} descent: predicted proper size", "", [_pct(descent["size"])])
         ns = ", ".join(
             f"{stage} b^2 {rows['ns']['bias2']:.3g}, MSE {rows['ns']['mse']:.3g}"
             + (f", <grad f, b> {rows['ns']['inner']:.3g}" if "inner" in rows["ns"] else "")
