@@ -162,12 +162,12 @@ def predict_graph(dataset: str, setting: Setting, seed: int) -> dict:
 def bound_errors(
     problem: Problem, setting: Setting, seed: int, samplers, stages=("init", "trained")
 ) -> dict:
-    """``{stage: {(estimator, fraction): {"bias2", "offset", "sq"}}}``: per parameter point
-    (``init``, ``trained``) and sampler (``("ns", None)`` or a GNS estimator and cache fraction),
-    the squared bias ``||E g - grad f||^2`` (less ``offset``, its Monte Carlo floor) and the squared
-    errors
-    ``||g_r - grad f||^2`` of ``setting.bound_draws`` stochastic gradients on batches of
-    ``conv_batch_size`` training nodes, the same batches for every sampler."""
+    """``{stage: {(estimator, fraction): {"bias2", "offset", "sq", "inner", "inner_se"}}}``: per
+    parameter point (``init``, ``trained``) and sampler (``("ns", None)`` or a GNS estimator and
+    cache fraction), the squared bias ``||E g - grad f||^2`` (less ``offset``, its Monte Carlo
+    floor), the squared errors ``||g_r - grad f||^2`` of ``setting.bound_draws`` stochastic
+    gradients on batches of ``conv_batch_size`` training nodes, the same batches for every
+    sampler, and the bias along the gradient ``<grad f, b>`` with its standard error."""
     train_idx = problem.dataset.train_idx
     thetas = {"init": problem.theta0}
     if "trained" in stages:
