@@ -213,13 +213,14 @@ def test_claim_5c_descent_budget_counts_only_the_bias_along_the_gradient():
     np.testing.assert_allclose(out["stages"]["init"]["ht"][0]["descent"], [-2.0, -4.0], rtol=1e-9)
     assert out["descent"]["ht"]["size"] == pytest.approx(0.01)  # predicted to match everywhere
     assert out["predicted"]["ht"]["size"] == pytest.approx(0.2, rel=0.05)  # 5b: unchanged
-    # The checks: one 5b and one 5c line per estimator, judged against the sweep's 20 %.
+    # The table's 5c rows, absent from a run saved before 5c.
     text = predict.table({"graphs": [], "bound": out})
     assert "| ht descent: predicted proper size |  | 1 % |" in text
     assert "| ht <grad f, b> | init | 3 ± 0 | 0.3 ± 0 | 0.03 ± 0 |" in text
     saved_before_5c = {k: v for k, v in out.items() if k != "descent"}
     old_text = predict.table({"graphs": [], "bound": saved_before_5c})
     assert "descent excess" not in old_text and "| ht <grad f, b> |" not in old_text
+    # The checks: one 5b and one 5c line per estimator, judged against the sweep's 20 %.
     checks = predict.bound_checks(out, sweep)
     assert [c.claim[:2] for c in checks] == ["5b", "5c"]
     assert [c.passed for c in checks] == [True, False]

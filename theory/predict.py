@@ -301,9 +301,6 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
             if key not in measured:
                 continue
             meas = measured[key]
-            agree = (
-                pred is not None and meas is not None and max(pred / meas, meas / pred) <= FACTOR
-            )
             checks.append(
                 Check(
                     claim=f"5. the predicted proper cache size of {est} is the measured one "
@@ -314,7 +311,7 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
                         f"{_pct(g['predicted'][est]['input'])}), measured {_pct(meas)}"
                     ),
                     criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}",
-                    passed=bool(agree),
+                    passed=_within_factor(pred, meas),
                     finding=True,
                 )
             )
@@ -331,9 +328,6 @@ def bound_checks(bound: dict, convergence: dict) -> list[Check]:
     for name, number, label in budgets:
         for est, pred in bound[name].items():
             meas, size = convergence["proper"][est], pred["size"]
-            agree = (
-                size is not None and meas is not None and max(size / meas, meas / size) <= FACTOR
-            )
             if meas is None and size is None:
                 note = "; neither within the tested fractions"
             else:
@@ -352,11 +346,18 @@ def bound_checks(bound: dict, convergence: dict) -> list[Check]:
                         )
                     ),
                     criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}",
-                    passed=bool(agree),
+                    passed=_within_factor(size, meas),
                     finding=True,
                 )
             )
     return checks
+
+
+def _within_factor(predicted, measured) -> bool:
+    """Both sizes found and within ``FACTOR`` of each other (the criterion of findings 5-5c)."""
+    if predicted is None or measured is None:
+        return False
+    return max(predicted / measured, measured / predicted) <= FACTOR
 
 
 def _pct(fraction) -> str:
