@@ -226,6 +226,75 @@ def test_claim_5c_descent_budget_counts_only_the_bias_along_the_gradient():
     assert [c.passed for c in checks] == [True, False]
 
 
+def _point(inner, mse_over_ns, bias2=0.0, draws=4):
+    """One checkpoint's :func:`predict.point_errors` rows for NS and ``ht`` at 10 %: a bias of
+    ``inner`` along the gradient on every draw, GNS's squared errors ``mse_over_ns`` above NS's."""
+    ns = {"bias2": 0.0, "sq": np.ones(draws), "inner": 0.0, "along": np.zeros(draws)}
+    gns = {"bias2": bias2, "sq": ns["sq"] + mse_over_ns, "inner": inner}
+    return {("ns", None): ns, ("ht", 0.1): {**gns, "along": np.full(draws, inner)}}
+
+
+def test_claim_5d_trajectory_budget_averages_the_descent_charge_over_the_checkpoints():
+    """5d charges 5c's per-step terms at NS's checkpoints and averages them as A(T) averages the
+    gradient norms there: a bias against the gradient at initialisation only is diluted by the
+    checkpoints after it, the variance term shrinks with the step at longer horizons, and the
+    narrowest margin decides."""
+    sweep = _sweep(0.1, c=0.5, horizons=(1, 4))  # L eta = 0.5, 0.25; margin 0.2
+    against_at_init = [_point(-1.0, 0.0), _point(0.0, 0.0), _point(0.0, 0.0), _point(0.0, 0.0)]
+    points = {t: {"steps": [0, 1, 2, 3], "norms": [4, 1, 1, 1], "rows": against_at_init}
+              for t in (1, 4)}  # fmt: skip
+    out = predict.trajectory_prediction(points, sweep, [0.1], ["ht"])
+    cells = [h[0] for h in out["predicted"]["ht"]["horizons"]]
+    np.testing.assert_allclose([c["excess"] for c in cells], [0.5, 0.5])  # 2 * 1 / 4 points
+    assert [c["se"] for c in cells] == [0.0, 0.0]  # every draw the same
+    assert out["predicted"]["ht"]["ratio"] == [pytest.approx(2.5)]
+    # Variance only (no bias): L eta_T times the MSE difference, at each horizon's step.
+    variance = {t: {**points[t], "rows": [_point(0.0, 0.4)] * 4} for t in (1, 4)}
+    out = predict.trajectory_prediction(variance, sweep, [0.1], ["ht"])
+    np.testing.assert_allclose(
+        [h[0]["excess"] for h in out["predicted"]["ht"]["horizons"]], [0.2, 0.1]
+    )
+    assert out["predicted"]["ht"]["size"] == pytest.approx(0.1)  # 1.0 at most: it matches
+    # A bias along the gradient (a longer step) lowers the excess below zero; the same MSE
+    # difference costs twice as much as an orthogonal bias (2 L eta b^2) as it does as variance.
+    along = {t: {**points[t], "rows": [_point(0.5, 0.0)] * 4} for t in (1, 4)}
+    out = predict.trajectory_prediction(along, sweep, [0.1], ["ht"])
+    assert out["predicted"]["ht"]["horizons"][0][0]["excess"] == pytest.approx(-1.0)
+    biased = {t: {**points[t], "rows": [_point(0.0, 0.4, bias2=0.4)] * 4} for t in (1, 4)}
+    out = predict.trajectory_prediction(biased, sweep, [0.1], ["ht"])
+    np.testing.assert_allclose(
+        [h[0]["excess"] for h in out["predicted"]["ht"]["horizons"]], [0.4, 0.2]
+    )
+    # The table and the finding, judged against the sweep's 20 %.
+    text = "\n".join(predict.trajectory_table(out))
+    assert "| ht | largest | | **2** |" in text and "T=4: 4, 1, 1, 1" in text
+    (check,) = predict.size_checks([("5d", "trajectory budget", out["predicted"])], out, sweep)
+    assert check.claim.startswith("5d") and check.finding and not check.passed
+
+
+def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():
+    """The trajectory budget's checkpoints are NS's own: its rerun of the first seed gives the
+    sweep's A(T); a sweep that it does not reproduce (another setting) is an error, not a
+    prediction on other iterates."""
+    setting = dataclasses.replace(
+        TINY,
+        conv_horizons=(6, 12),
+        conv_seeds=2,
+        conv_evals=3,
+        conv_fractions=(0.5,),
+        trajectory_draws=2,
+    )
+    sweep = {**convergence.run(setting), "dataset": setting.model_dataset}
+    out = predict.trajectory_budget(setting, 0, sweep)
+    for h, norms in zip(sweep["rows"][0]["horizons"], out["ns_norms"]):
+        assert np.mean(norms) == pytest.approx(h["seeds"][0], rel=1e-5)
+    assert out["steps"] == [[0, 3, 6], [0, 6, 12]]
+    assert len(out["predicted"]["ht"]["horizons"]) == 2
+    other = dataclasses.replace(setting, hidden=setting.hidden * 2)
+    with pytest.raises(ValueError, match="does not reproduce the sweep"):
+        predict.trajectory_budget(other, 0, sweep)
+
+
 @pytest.mark.slow
 def test_claim_5b_5c_bias_measurements_catch_a_weight_defect():
     """The bias the bound budget counts, on the batches' control variate: dropping ``q_v``

@@ -93,6 +93,9 @@ class Setting:
     # 5b. the bias-aware prediction (the SGD bound's budget): gradient draws per sampler and
     # parameter point; below 2 skips it (it needs the convergence module's sweep, or a saved one)
     bound_draws: int = 0
+    # 5d. the same charges along NS's own iterates: gradient draws per sampler and checkpoint of
+    # NS's first run at each horizon; below 2 skips it (it needs a sweep, as 5b)
+    trajectory_draws: int = 0
 
 
 TINY = Setting(

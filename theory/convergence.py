@@ -41,8 +41,20 @@ from theory.problem import Problem
 RATE_SLOPE = -0.25  # A(T) must fall at least as fast as T^-1/4 (the bound: T^-1/2 to a floor)
 
 
-def sgd(problem, sampler, eta, weights, train_idx, steps: int, evals: int, batch: int, seed: int):
-    """Plain SGD for ``steps`` steps; ``||grad f||^2`` and ``f`` at ``evals`` spaced steps."""
+def sgd(
+    problem,
+    sampler,
+    eta,
+    weights,
+    train_idx,
+    steps: int,
+    evals: int,
+    batch: int,
+    seed: int,
+    iterates: list | None = None,
+):
+    """Plain SGD for ``steps`` steps; ``||grad f||^2`` and ``f`` at ``evals`` spaced steps (and
+    the parameters there appended to ``iterates``, if given)."""
     rng = np.random.default_rng([seed, 6, steps])
     key = jax.random.key(10_000 + seed)
     theta = problem.theta0
@@ -52,6 +64,8 @@ def sgd(problem, sampler, eta, weights, train_idx, steps: int, evals: int, batch
     for t in range(steps + 1):
         if t in at:
             f, g = problem.loss_and_grad(theta, weights)
+            if iterates is not None:
+                iterates.append(theta)
             points.append(t)
             norms.append(float(jnp.vdot(g, g)))
             losses.append(float(f))

@@ -52,6 +52,21 @@ GNS and NS, with ``<grad f, b>`` measured on the same draws (its mean over the b
 control variates, unbiased) at the same two points, and judges it as 5b. It was written after 5b
 was seen to over-predict on three graphs, to test one named cause (the bias counted whole); it
 is reported beside 5b, not instead of it.
+
+**Trajectory budget** (finding 5d, when ``trajectory_draws >= 2``, with a sweep as 5b): 5b and 5c
+judge two fixed points, the initialisation, where ``||grad f||`` is largest, and a point 100
+full-batch Adam steps on, which the sweep's short SGD runs do not reach; the descent lemma sums
+its charges over the iterates instead. 5d reruns NS's first-seed run of the sweep at each horizon
+(an error if it does not reproduce the sweep's ``A(T)``), measures the same quantities as 5c
+(``trajectory_draws`` gradients per sampler) at the checkpoints where the sweep measures
+``||grad f||^2``, and predicts GNS's excess at ``T`` as the mean over them of 5c's charge
+difference, ``L eta_T (sigma^2_GNS - sigma^2_NS) - 2 (<grad f, b>_GNS - <grad f, b>_NS) +
+2 L eta_T (b^2_GNS - b^2_NS)``: the average ``A(T)`` takes of the gradient norms, taken of the
+charges. It still uses no GNS training run and fits nothing; it evaluates GNS's charges on NS's
+iterates, not on GNS's own, and, as 5c, leaves out that a shorter step also lowers the loss
+less. It was written after 5b and 5c had been measured on Amazon Photo, Amazon Computers and
+Tolokers, as the next step those measurements named, and committed while the longer-horizon
+sweep of Amazon Computers (``theory/second-graph/``) was running, before its sizes were known.
 """
 
 from __future__ import annotations
@@ -63,6 +78,7 @@ import numpy as np
 
 from gns_jax.cache import cache_distribution, cache_size
 from theory.common import Check, Setting, progress
+from theory.convergence import sgd
 from theory.problem import Problem
 from theory.variance import hajek_closed_form, item2, item3, ns_closed_form
 
@@ -159,53 +175,73 @@ def predict_graph(dataset: str, setting: Setting, seed: int) -> dict:
     return out
 
 
+def bound_batches(train_idx, draws: int, size: int, seed: int) -> list[np.ndarray]:
+    """The ``draws`` training batches of ``size`` nodes every sampler is measured on."""
+    rng = np.random.default_rng([seed, 47])
+    return [np.sort(rng.choice(train_idx, size, replace=False)) for _ in range(draws)]
+
+
+def point_errors(
+    problem: Problem, theta, batches, samplers: dict, seed: int, label: str, stream=()
+) -> dict:
+    """``{(estimator, fraction): {"bias2", "offset", "sq", "inner", "inner_se", "along"}}`` at
+    the parameters ``theta``, for each built sampler of ``samplers`` (keyed by ``("ns", None)``
+    or a GNS estimator and cache fraction): the squared bias ``||E g - grad f||^2`` (less
+    ``offset``, its Monte Carlo floor), the squared errors ``||g_r - grad f||^2`` of one
+    stochastic gradient per batch, and the bias along the gradient ``<grad f, b>`` (per draw in
+    ``along``; its mean ``inner`` with its standard error). ``stream`` separates the random draws
+    of different parameter points."""
+    train_idx = problem.dataset.train_idx
+    full = np.asarray(problem.grad(theta, problem.weights(train_idx)), np.float64)
+    exact = [np.asarray(problem.grad(theta, problem.weights(b)), np.float64) for b in batches]
+    draws = len(batches)
+    out = {}
+    for (est, fraction), sampler in samplers.items():
+        start = time.perf_counter()
+        key = jax.random.key(seed + 47)
+        for s in stream:
+            key = jax.random.fold_in(key, s)
+        draw_rng = np.random.default_rng([seed, 48, int(1e6 * (fraction or 0)), *stream])
+        total, total_sq, sq, along = 0.0, 0.0, [], []
+        for r, b in enumerate(batches):
+            g = problem.draw_grad(sampler, theta, jax.random.fold_in(key, r), b, draw_rng)
+            g = np.asarray(g, np.float64)
+            d = g - exact[r]  # E[g*_B] = grad f: the batch noise drops out of the bias
+            total, total_sq = total + d, total_sq + float(d @ d)
+            sq.append(float(np.sum((g - full) ** 2)))
+            along.append(float(d @ full))
+        mean = total / draws
+        trace_cov = (total_sq - draws * float(mean @ mean)) / (draws - 1)
+        bias2 = max(float(mean @ mean) - trace_cov / draws, 0.0)
+        out[(est, fraction)] = {
+            "bias2": bias2,
+            "offset": trace_cov / draws,  # the Monte Carlo floor of bias2
+            "sq": np.array(sq),
+            "inner": float(np.mean(along)),  # <grad f, b>, unbiased
+            "inner_se": float(np.std(along, ddof=1) / np.sqrt(draws)),
+            "along": np.array(along),
+        }
+        name = "NS" if fraction is None else f"{est} {100 * fraction:g} %"
+        progress(f"{label} {name}: bias^2 {bias2:.3g}", start)
+    return out
+
+
 def bound_errors(
     problem: Problem, setting: Setting, seed: int, samplers, stages=("init", "trained")
 ) -> dict:
-    """``{stage: {(estimator, fraction): {"bias2", "offset", "sq", "inner", "inner_se"}}}``: per
-    parameter point (``init``, ``trained``) and sampler (``("ns", None)`` or a GNS estimator and
-    cache fraction), the squared bias ``||E g - grad f||^2`` (less ``offset``, its Monte Carlo
-    floor), the squared errors ``||g_r - grad f||^2`` of ``setting.bound_draws`` stochastic
-    gradients on batches of ``conv_batch_size`` training nodes, the same batches for every
-    sampler, and the bias along the gradient ``<grad f, b>`` with its standard error."""
-    train_idx = problem.dataset.train_idx
+    """:func:`point_errors` per parameter point (``init``, ``trained``) and sampler
+    (``("ns", None)`` or a GNS estimator and cache fraction) on ``setting.bound_draws``
+    batches of ``conv_batch_size`` training nodes, the same batches for every sampler."""
     thetas = {"init": problem.theta0}
     if "trained" in stages:
         thetas["trained"] = problem.train(setting.train_steps)
-    draws, size = setting.bound_draws, setting.conv_batch_size
-    rng = np.random.default_rng([seed, 47])
-    batches = [np.sort(rng.choice(train_idx, size, replace=False)) for _ in range(draws)]
-    out = {}
-    for stage, theta in thetas.items():
-        full = np.asarray(problem.grad(theta, problem.weights(train_idx)), np.float64)
-        exact = [np.asarray(problem.grad(theta, problem.weights(b)), np.float64) for b in batches]
-        out[stage] = {}
-        for est, fraction in samplers:
-            start = time.perf_counter()
-            sampler = problem.sampler(fraction, size, est)
-            key = jax.random.key(seed + 47)
-            draw_rng = np.random.default_rng([seed, 48, int(1e6 * (fraction or 0))])
-            total, total_sq, sq, along = 0.0, 0.0, [], []
-            for r, b in enumerate(batches):
-                g = problem.draw_grad(sampler, theta, jax.random.fold_in(key, r), b, draw_rng)
-                g = np.asarray(g, np.float64)
-                d = g - exact[r]  # E[g*_B] = grad f: the batch noise drops out of the bias
-                total, total_sq = total + d, total_sq + float(d @ d)
-                sq.append(float(np.sum((g - full) ** 2)))
-                along.append(float(d @ full))
-            mean = total / draws
-            trace_cov = (total_sq - draws * float(mean @ mean)) / (draws - 1)
-            bias2 = max(float(mean @ mean) - trace_cov / draws, 0.0)
-            out[stage][(est, fraction)] = {
-                "bias2": bias2,
-                "offset": trace_cov / draws,  # the Monte Carlo floor of bias2
-                "sq": np.array(sq),
-                "inner": float(np.mean(along)),  # <grad f, b>, unbiased
-                "inner_se": float(np.std(along, ddof=1) / np.sqrt(draws)),
-            }
-            name = "NS" if fraction is None else f"{est} {100 * fraction:g} %"
-            progress(f"bound budget, {stage} {name}: bias^2 {bias2:.3g}", start)
-    return out
+    size = setting.conv_batch_size
+    batches = bound_batches(problem.dataset.train_idx, setting.bound_draws, size, seed)
+    built = {s: problem.sampler(s[1], size, s[0]) for s in samplers}
+    return {
+        stage: point_errors(problem, theta, batches, built, seed, f"bound budget, {stage}")
+        for stage, theta in thetas.items()
+    }
 
 
 def bound_budget(setting: Setting, seed: int, convergence: dict) -> dict:
@@ -281,6 +317,99 @@ def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> 
     return out
 
 
+def trajectory_budget(setting: Setting, seed: int, convergence: dict) -> dict:
+    """Finding 5d's prediction (module docs): the descent budget's charges at the checkpoints of
+    NS's own first-seed run at each horizon of ``convergence`` (a result of
+    :func:`theory.convergence.run`, possibly read from a saved run's JSON), rerun here."""
+    dataset = convergence["dataset"]
+    problem = Problem(dataset, setting.hidden, setting.grad_fanouts, seed)
+    train_idx = problem.dataset.train_idx
+    weights = problem.weights(train_idx)
+    size = setting.conv_batch_size
+    estimators = sorted(convergence["proper"])
+    fractions = sorted({r["fraction"] for r in convergence["rows"][1:]})
+    samplers = [("ns", None)] + [(e, f) for e in estimators for f in fractions]
+    built = {s: problem.sampler(s[1], size, s[0]) for s in samplers}
+    batches = bound_batches(train_idx, setting.trajectory_draws, size, seed)
+    measured, points = {}, {}
+    for h in convergence["rows"][0]["horizons"]:
+        horizon, evals = int(h["horizon"]), len(h["curve_steps"])
+        eta = convergence["c"] / np.sqrt(horizon)
+        iterates = []
+        steps, norms, _ = sgd(
+            problem, built[("ns", None)], eta, weights, train_idx, horizon, evals, size, seed,
+            iterates,
+        )  # fmt: skip
+        if steps.tolist() != list(h["curve_steps"]) or not np.isclose(
+            norms.mean(), h["seeds"][0], rtol=1e-3
+        ):
+            raise ValueError(
+                f"NS's first run at T={horizon} does not reproduce the sweep's (A = "
+                f"{norms.mean():.6g} here, {h['seeds'][0]:.6g} in the sweep): the sweep ran with "
+                "another setting (hidden, fan-outs, conv_evals) or another version of the code"
+            )
+        rows = []
+        for step, theta in zip(steps.tolist(), iterates):
+            point = () if step == 0 else (horizon, step)  # initialisation: one for every T
+            if point not in measured:
+                label = f"trajectory budget, T={horizon} step {step}"
+                measured[point] = point_errors(
+                    problem, theta, batches, built, seed, label, stream=point
+                )
+            rows.append(measured[point])
+        points[horizon] = {"steps": steps.tolist(), "norms": norms.tolist(), "rows": rows}
+    return trajectory_prediction(points, convergence, fractions, estimators)
+
+
+def trajectory_prediction(points: dict, convergence: dict, fractions, estimators) -> dict:
+    """5d's excess per horizon, fraction and estimator: the mean over NS's checkpoints at that
+    horizon (``points[T]["rows"]``, :func:`point_errors` at each) of the descent lemma's charge
+    difference with NS, ``L eta_T (mse - b^2 difference) - 2 <grad f, b> difference + 2 L eta_T
+    b^2 difference``, as a multiple of the sweep's margin at ``T``; with its Monte Carlo error."""
+    ns_rows = convergence["rows"][0]["horizons"]
+    out = {
+        "dataset": convergence["dataset"],
+        "fractions": list(fractions),
+        "horizons": [int(h["horizon"]) for h in ns_rows],
+        "margin": [2 * h["sd"] for h in ns_rows],
+        "ns_norms": [points[int(h["horizon"])]["norms"] for h in ns_rows],
+        "steps": [points[int(h["horizon"])]["steps"] for h in ns_rows],
+        "predicted": {},
+    }
+    for est in estimators:
+        per_t = []
+        for h, margin in zip(ns_rows, out["margin"]):
+            rows = points[int(h["horizon"])]["rows"]
+            leta = convergence["lipschitz"] * convergence["c"] / np.sqrt(h["horizon"])
+            cells = []
+            for f in fractions:
+                charges, variances = [], []
+                for point in rows:
+                    ns, gns = point[("ns", None)], point[(est, f)]
+                    diff = gns["sq"] - ns["sq"]  # paired: the batch noise cancels
+                    dbias = gns["bias2"] - ns["bias2"]
+                    dinner = gns["inner"] - ns["inner"]
+                    charges.append(leta * (diff.mean() - dbias) - 2 * dinner + 2 * leta * dbias)
+                    per_draw = leta * diff - 2 * (gns["along"] - ns["along"])
+                    variances.append(per_draw.var(ddof=1) / per_draw.size)
+                excess = float(np.mean(charges))
+                cells.append(
+                    dict(
+                        excess=excess,
+                        se=float(np.sqrt(np.sum(variances)) / len(rows)),
+                        ratio=excess / max(margin, 1e-30),
+                    )
+                )
+            per_t.append(cells)
+        ratio = [max(cells[i]["ratio"] for cells in per_t) for i in range(len(fractions))]
+        out["predicted"][est] = {
+            "ratio": ratio,
+            "size": crossing(fractions, ratio, 1.0),
+            "horizons": per_t,
+        }
+    return out
+
+
 def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dict:
     """Predictions on ``setting.predict_datasets``, judged against the proper sizes that
     ``convergence`` (claim 4's sweep result, or a saved one) measured on its graph (absent:
@@ -290,9 +419,11 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
     measured = {}
     if convergence is not None:
         measured = {(convergence["dataset"], e): f for e, f in convergence["proper"].items()}
-    bound = None
+    bound = trajectory = None
     if convergence is not None and setting.bound_draws > 1:
         bound = bound_budget(setting, seed, convergence)
+    if convergence is not None and setting.trajectory_draws > 1:
+        trajectory = trajectory_budget(setting, seed, convergence)
     checks = []
     for g in graphs:
         for est in ESTIMATORS:
@@ -317,16 +448,29 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
             )
     if bound is not None:
         checks += bound_checks(bound, convergence)
-    return {"checks": checks, "graphs": graphs, "bound": bound}
+    if trajectory is not None:
+        checks += size_checks(
+            [("5d", "trajectory budget", trajectory["predicted"])], trajectory, convergence
+        )
+    return {"checks": checks, "graphs": graphs, "bound": bound, "trajectory": trajectory}
 
 
 def bound_checks(bound: dict, convergence: dict) -> list[Check]:
     """Findings 5b and 5c per estimator: the bound's and the descent budget's predicted sizes
     against the sweep's measured ones."""
+    budgets = [
+        ("5b", "bound budget", bound["predicted"]),
+        ("5c", "descent budget", bound["descent"]),
+    ]
+    return size_checks(budgets, bound, convergence)
+
+
+def size_checks(budgets, result: dict, convergence: dict) -> list[Check]:
+    """One finding per ``(number, label, {estimator: {"ratio", "size"}})`` of ``budgets`` and
+    estimator: the predicted size (on ``result``'s graph and fractions) against the sweep's."""
     checks = []
-    budgets = (("predicted", "5b", "bound budget"), ("descent", "5c", "descent budget"))
-    for name, number, label in budgets:
-        for est, pred in bound[name].items():
+    for number, label, predicted in budgets:
+        for est, pred in predicted.items():
             meas, size = convergence["proper"][est], pred["size"]
             if meas is None and size is None:
                 note = "; neither within the tested fractions"
@@ -335,14 +479,14 @@ def bound_checks(bound: dict, convergence: dict) -> list[Check]:
             checks.append(
                 Check(
                     claim=f"{number}. the bias-aware ({label}) predicted proper cache size of "
-                    f"{est} is the measured one within {FACTOR:g}x ({bound['dataset']})",
+                    f"{est} is the measured one within {FACTOR:g}x ({result['dataset']})",
                     module="theory/predict.py",
                     measured=(
                         f"predicted {_pct(size)}, measured {_pct(meas)}{note}; predicted "
                         "excess / margin "
                         + ", ".join(
                             f"{100 * f:g}%: {r:.3g}"
-                            for f, r in zip(bound["fractions"], pred["ratio"])
+                            for f, r in zip(result["fractions"], pred["ratio"])
                         )
                     ),
                     criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}",
@@ -435,4 +579,33 @@ def table(result: dict) -> str:
             for stage, rows in bound["stages"].items()
         )
         lines += ["", f"NS: {ns}.", ""]
+    trajectory = result.get("trajectory")
+    if trajectory is not None:
+        lines += trajectory_table(trajectory)
     return "\n".join(lines)
+
+
+def trajectory_table(trajectory: dict) -> list[str]:
+    fractions = trajectory["fractions"]
+    lines = [
+        f"Trajectory budget on {trajectory['dataset']} (finding 5d): the descent budget's "
+        "charge difference with NS, averaged over the checkpoints of NS's first run at each "
+        "horizon (where A(T) is measured), as a multiple of the margin (± its Monte Carlo "
+        "error); GNS is predicted to match where it is at most 1 at every horizon.",
+        "",
+        "| estimator | T | margin | " + " | ".join(f"{100 * f:g} %" for f in fractions) + " |",
+        "|---|---|---|" + "---|" * len(fractions),
+    ]
+    for est, pred in trajectory["predicted"].items():
+        for t, margin, cells in zip(trajectory["horizons"], trajectory["margin"], pred["horizons"]):
+            ratios = (f"{c['ratio']:.3g} ± {c['se'] / max(margin, 1e-30):.2g}" for c in cells)
+            lines.append(f"| {est} | {t} | {margin:.3g} | " + " | ".join(ratios) + " |")
+        largest = " | ".join(f"**{r:.3g}**" for r in pred["ratio"])
+        lines.append(f"| {est} | largest | | {largest} |")
+        lines.append(f"| {est} predicted proper size | | | {_pct(pred['size'])} |")
+    norms = "; ".join(
+        f"T={t}: " + ", ".join(f"{x:.3g}" for x in norms)
+        for t, norms in zip(trajectory["horizons"], trajectory["ns_norms"])
+    )
+    lines += ["", f"NS's ||grad f||^2 at the checkpoints (its first run): {norms}.", ""]
+    return lines
