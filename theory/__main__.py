@@ -68,9 +68,12 @@ def _report_from_json(path: Path, parser) -> int:
         parser.error(f"--from-json {path}: not the JSON of a --full run")
     results = results_from_json(saved)
     setting = FULL
-    if "predict" in results and results["predict"].get("bound") is None:
-        # A run without finding 5b (saved before it existed) ran with no bound draws.
-        setting = dataclasses.replace(FULL, bound_draws=0)
+    if "predict" in results:
+        # A run without findings 5b or 5d (saved before they existed) ran with no such draws.
+        if results["predict"].get("bound") is None:
+            setting = dataclasses.replace(setting, bound_draws=0)
+        if results["predict"].get("trajectory") is None:
+            setting = dataclasses.replace(setting, trajectory_draws=0)
     write_report(results, setting, HERE, meta["environment"], meta["seconds"])
     print(f"wrote {HERE / 'README.md'} and {HERE / 'figures'} from {path}")
     return 0

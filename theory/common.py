@@ -159,6 +159,7 @@ FULL = Setting(
     predict_nodes=1000,
     predict_samples=128,
     bound_draws=64,
+    trajectory_draws=16,
 )
 SETTINGS = {s.name: s for s in (TINY, SMALL, FULL)}
 
