@@ -270,6 +270,17 @@ def test_claim_5d_trajectory_budget_averages_the_descent_charge_over_the_checkpo
     assert "| ht | largest | | **2** |" in text and "T=4: 4, 1, 1, 1" in text
     (check,) = predict.size_checks([("5d", "trajectory budget", out["predicted"])], out, sweep)
     assert check.claim.startswith("5d") and check.finding and not check.passed
+    # Beside each prediction, the sweep's measured excess in the same unit (margins 0.2).
+    gns = {"estimator": "ht", "fraction": 0.1, "horizons": [{"mean": 1.4}, {"mean": 0.9}]}
+    swept = {**sweep, "rows": sweep["rows"] + [gns]}
+    assert predict.measured_excess(swept, "ht", [0.1, 0.2]) == [
+        [pytest.approx(2.0), None],
+        [pytest.approx(-0.5), None],
+    ]
+    out = predict.trajectory_prediction(biased, swept, [0.1], ["ht"])
+    text = "\n".join(predict.trajectory_table(out))
+    assert "| ht | 4 | 0.2 | 1 ± 0 (measured -0.5) |" in text
+    assert "| ht | largest | | **2** (measured 2) |" in text
 
 
 def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():

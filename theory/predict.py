@@ -406,8 +406,25 @@ def trajectory_prediction(points: dict, convergence: dict, fractions, estimators
             "ratio": ratio,
             "size": crossing(fractions, ratio, 1.0),
             "horizons": per_t,
+            "measured": measured_excess(convergence, est, fractions),
         }
     return out
+
+
+def measured_excess(convergence: dict, est: str, fractions) -> list[list[float | None]]:
+    """Per horizon and fraction, the sweep's GNS seed-mean ``A(T)`` less NS's, as a multiple of
+    the margin (None where the sweep did not run that sampler): what 5d's ratios predict."""
+    ns_rows = convergence["rows"][0]["horizons"]
+    gns = {r["fraction"]: r for r in convergence["rows"][1:] if r["estimator"] == est}
+    return [
+        [
+            (gns[f]["horizons"][j]["mean"] - h["mean"]) / max(2 * h["sd"], 1e-30)
+            if f in gns
+            else None
+            for f in fractions
+        ]
+        for j, h in enumerate(ns_rows)
+    ]
 
 
 def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dict:
@@ -591,16 +608,30 @@ def trajectory_table(trajectory: dict) -> list[str]:
         f"Trajectory budget on {trajectory['dataset']} (finding 5d): the descent budget's "
         "charge difference with NS, averaged over the checkpoints of NS's first run at each "
         "horizon (where A(T) is measured), as a multiple of the margin (± its Monte Carlo "
-        "error); GNS is predicted to match where it is at most 1 at every horizon.",
+        "error), beside the sweep's measured excess of GNS's A(T) over NS's in the same unit; "
+        "GNS is predicted to match where it is at most 1 at every horizon.",
         "",
         "| estimator | T | margin | " + " | ".join(f"{100 * f:g} %" for f in fractions) + " |",
         "|---|---|---|" + "---|" * len(fractions),
     ]
     for est, pred in trajectory["predicted"].items():
-        for t, margin, cells in zip(trajectory["horizons"], trajectory["margin"], pred["horizons"]):
-            ratios = (f"{c['ratio']:.3g} ± {c['se'] / max(margin, 1e-30):.2g}" for c in cells)
+        measured = pred.get("measured")  # absent from runs saved before it was recorded
+        for j, (t, margin) in enumerate(zip(trajectory["horizons"], trajectory["margin"])):
+            ratios = [f"{c['ratio']:.3g} ± {c['se'] / max(margin, 1e-30):.2g}" for c in pred[
+                "horizons"][j]]  # fmt: skip
+            if measured is not None:
+                ratios = [
+                    r if m is None else f"{r} (measured {m:.3g})"
+                    for r, m in zip(ratios, measured[j])
+                ]
             lines.append(f"| {est} | {t} | {margin:.3g} | " + " | ".join(ratios) + " |")
-        largest = " | ".join(f"**{r:.3g}**" for r in pred["ratio"])
+        largest = [f"**{r:.3g}**" for r in pred["ratio"]]
+        if measured is not None:
+            worst = [None if None in col else max(col) for col in zip(*measured)]
+            largest = [
+                r if m is None else f"{r} (measured {m:.3g})" for r, m in zip(largest, worst)
+            ]
+        largest = " | ".join(largest)
         lines.append(f"| {est} | largest | | {largest} |")
         lines.append(f"| {est} predicted proper size | | | {_pct(pred['size'])} |")
     norms = "; ".join(
