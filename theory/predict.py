@@ -521,6 +521,12 @@ def _within_factor(predicted, measured) -> bool:
     return max(predicted / measured, measured / predicted) <= FACTOR
 
 
+def _header(columns, fractions) -> list[str]:
+    """A markdown table's head: ``columns``, then one column per cache fraction."""
+    cells = [*columns, *(f"{100 * f:g} %" for f in fractions)]
+    return ["| " + " | ".join(cells) + " |", "|" + "---|" * len(cells)]
+
+
 def _pct(fraction) -> str:
     return "beyond the tested fractions" if fraction is None else f"{100 * fraction:.3g} %"
 
@@ -557,8 +563,7 @@ def table(result: dict) -> str:
             "errors with NS's, absolute. The descent budget (finding 5c) charges the bias as "
             "-2 <grad f, b> + 2 L eta b^2 instead of b^2.",
             "",
-            "| estimator | point | " + " | ".join(f"{100 * f:g} %" for f in fractions) + " |",
-            "|---|---|" + "---|" * len(fractions),
+            *_header(("estimator", "point"), fractions),
         ]
 
         def row(label, point, cells):
@@ -611,8 +616,7 @@ def trajectory_table(trajectory: dict) -> list[str]:
         "error), beside the sweep's measured excess of GNS's A(T) over NS's in the same unit; "
         "GNS is predicted to match where it is at most 1 at every horizon.",
         "",
-        "| estimator | T | margin | " + " | ".join(f"{100 * f:g} %" for f in fractions) + " |",
-        "|---|---|---|" + "---|" * len(fractions),
+        *_header(("estimator", "T", "margin"), fractions),
     ]
     for est, pred in trajectory["predicted"].items():
         measured = pred.get("measured")  # absent from runs saved before it was recorded
