@@ -283,6 +283,7 @@ def test_claim_5d_trajectory_budget_averages_the_descent_charge_over_the_checkpo
     assert "| ht | largest | | **2** (measured 2) |" in text
 
 
+@pytest.mark.slow
 def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():
     """The trajectory budget's checkpoints are NS's own: its rerun of the first seed gives the
     sweep's A(T); a sweep that it does not reproduce (another setting) is an error, not a
