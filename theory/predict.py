@@ -621,8 +621,8 @@ def trajectory_table(trajectory: dict) -> list[str]:
     for est, pred in trajectory["predicted"].items():
         measured = pred.get("measured")  # absent from runs saved before it was recorded
         for j, (t, margin) in enumerate(zip(trajectory["horizons"], trajectory["margin"])):
-            ratios = [f"{c['ratio']:.3g} ± {c['se'] / max(margin, 1e-30):.2g}" for c in pred[
-                "horizons"][j]]  # fmt: skip
+            scale = max(margin, 1e-30)
+            ratios = [f"{c['ratio']:.3g} ± {c['se'] / scale:.2g}" for c in pred["horizons"][j]]
             if measured is not None:
                 ratios = [
                     r if m is None else f"{r} (measured {m:.3g})"
