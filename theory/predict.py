@@ -256,6 +256,15 @@ def bound_budget(setting: Setting, seed: int, convergence: dict) -> dict:
     return bound_prediction(errors, convergence, fractions, estimators)
 
 
+def descent_charge(gns: dict, ns: dict, leta):
+    """5c's charge difference between a GNS sampler and NS (:func:`point_errors` rows) at one
+    parameter point, for the step ``eta`` (``leta = L eta``, a scalar or one per horizon):
+    ``L eta (sigma^2 difference) - 2 <grad f, b> difference + 2 L eta b^2 difference``."""
+    diff = float(np.mean(gns["sq"] - ns["sq"]))  # paired: the batch noise cancels
+    dbias = gns["bias2"] - ns["bias2"]
+    return leta * (diff - dbias) - 2 * (gns["inner"] - ns["inner"]) + 2 * leta * dbias
+
+
 def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> dict:
     """The bound budget's excess-to-margin ratios and predicted sizes from :func:`bound_errors`'
     measurements and the sweep's ``c``, ``lipschitz`` and NS rows."""
@@ -274,9 +283,6 @@ def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> 
         "descent": {},
     }
 
-    def descent_bias(cell):  # 5c's bias term: -2 <grad f, b> + 2 L eta b^2, per horizon
-        return -2 * cell["inner"] + 2 * noise_coef * cell["bias2"]
-
     for stage, rows in errors.items():
         ns = rows[("ns", None)]
         out["stages"][stage] = {
@@ -290,7 +296,7 @@ def bound_prediction(errors: dict, convergence: dict, fractions, estimators) -> 
                 dbias = gns["bias2"] - ns["bias2"]
                 dvar = float(diff.mean()) - dbias
                 excess = noise_coef * dvar + dbias
-                descent = noise_coef * dvar + descent_bias(gns) - descent_bias(ns)
+                descent = descent_charge(gns, ns, noise_coef)
                 cells.append(
                     dict(
                         bias2=gns["bias2"],
@@ -386,11 +392,8 @@ def trajectory_prediction(points: dict, convergence: dict, fractions, estimators
                 charges, variances = [], []
                 for point in rows:
                     ns, gns = point[("ns", None)], point[(est, f)]
-                    diff = gns["sq"] - ns["sq"]  # paired: the batch noise cancels
-                    dbias = gns["bias2"] - ns["bias2"]
-                    dinner = gns["inner"] - ns["inner"]
-                    charges.append(leta * (diff.mean() - dbias) - 2 * dinner + 2 * leta * dbias)
-                    per_draw = leta * diff - 2 * (gns["along"] - ns["along"])
+                    charges.append(descent_charge(gns, ns, leta))
+                    per_draw = leta * (gns["sq"] - ns["sq"]) - 2 * (gns["along"] - ns["along"])
                     variances.append(per_draw.var(ddof=1) / per_draw.size)
                 excess = float(np.mean(charges))
                 cells.append(
