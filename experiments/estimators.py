@@ -5,7 +5,9 @@ For every dataset and seed: NS, and GNS with each estimator (``ht``, ``hajek``, 
 (``experiments/grid.py``); the command is resumable. Writes ``estimators.md`` (test accuracy mean
 ± std over seeds, the epochs' validation accuracy, rows moved per batch and their ratio to NS's,
 hardware, versions and commit) and ``figures/<dataset>.png`` (validation accuracy against epoch,
-and test accuracy against rows moved).
+and test accuracy against rows moved). ``--cache-dists`` adds cache distributions other than
+the degree-proportional default (``min-variance``, ...): each is a run of its own, labelled
+``hajek 1% min-variance``.
 
     python -m experiments.estimators --grid real --out experiments/results/estimators-real
     python -m experiments.estimators --grid products --dataset DIR \\
@@ -21,6 +23,7 @@ command's defaults, 3 epochs, caches of 0.1 %, 1 % and 5 %.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -28,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.grid import Run, environment_line, groups, mean_std, plot_per_dataset, pm, run_grid
+from gns_jax.cache import DISTRIBUTIONS
 
 REAL = (
     "cora",
@@ -41,7 +45,9 @@ REAL = (
 ESTIMATORS = ("ht", "hajek", "clipped", "exact")
 
 
-def grid(name: str, datasets, seeds, estimators, fractions) -> list[Run]:
+def grid(name: str, datasets, seeds, estimators, fractions, dists=("degree",)) -> list[Run]:
+    """NS and every estimator, fraction and cache distribution (``dists``) per dataset and seed;
+    a run's options are its command line's, so that a run already completed is not run again."""
     runs = []
     for dataset in datasets:
         if name == "real":
@@ -51,13 +57,16 @@ def grid(name: str, datasets, seeds, estimators, fractions) -> list[Run]:
             base = ("--epochs", "3")
         for seed in seeds:
             runs.append(Run(dataset, "ns", seed, (*base, "--sampler", "ns")))
-            for est in estimators:
-                for f in fractions:
-                    args = (*base, "--sampler", "gns", "--gns-weights", est)
-                    args += ("--cache-fraction", str(f))
-                    if est == "hajek-fallback":  # a node with no cached neighbour takes 10
-                        args += ("--input-fanout", "10,10")
-                    runs.append(Run(dataset, f"{est} {100 * f:g}%", seed, args))
+            for est, f, dist in itertools.product(estimators, fractions, dists):
+                args = (*base, "--sampler", "gns", "--gns-weights", est)
+                args += ("--cache-fraction", str(f))
+                if est == "hajek-fallback":  # a node with no cached neighbour takes 10
+                    args += ("--input-fanout", "10,10")
+                label = f"{est} {100 * f:g}%"
+                if dist != "degree":  # the default's runs keep their names (and files)
+                    args += ("--cache-dist", dist)
+                    label += f" {dist}"
+                runs.append(Run(dataset, label, seed, args))
     return runs
 
 
@@ -161,6 +170,13 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=None)
     parser.add_argument("--estimators", nargs="+", default=list(ESTIMATORS))
     parser.add_argument("--fractions", nargs="+", type=float, default=None)
+    parser.add_argument(
+        "--cache-dists",
+        nargs="+",
+        default=["degree"],
+        choices=DISTRIBUTIONS,
+        help="cache distributions (default: degree); each runs every estimator and fraction",
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
         "--table-only", action="store_true", help="only aggregate what has run in --out"
@@ -172,7 +188,8 @@ def main(argv=None) -> int:
     seeds = args.seeds or ([0, 1, 2] if args.grid == "real" else [0])
     fractions = args.fractions or ([0.01, 0.05] if args.grid == "real" else [0.001, 0.01, 0.05])
     if not args.table_only:
-        run_grid(grid(args.grid, datasets, seeds, args.estimators, fractions), args.out)
+        runs = grid(args.grid, datasets, seeds, args.estimators, fractions, args.cache_dists)
+        run_grid(runs, args.out)
     results = load_folder(args.out)  # every completed run in the folder, grids combined
     lines = ["# Input-layer estimators against node-wise sampling", "", *table(results), ""]
     lines.append(environment_line(results))

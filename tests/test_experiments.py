@@ -60,6 +60,24 @@ def test_groups_never_pool_unlike_configurations():
         groups([*same, result(2, cache_fraction=0.2)])  # a 5 % and a 20 % cache: refused
 
 
+def test_the_estimator_grid_adds_cache_distributions_without_renaming_its_runs():
+    """A cache distribution other than degree's is its own run, labelled as :func:`label_of`
+    labels its results; the degree runs keep the names (the files) of the committed reports."""
+    from experiments import estimators
+
+    before = estimators.grid("products", ["DIR"], [0], ["hajek"], [0.01])
+    after = estimators.grid("products", ["DIR"], [0], ["hajek"], [0.01], ("degree", "min-variance"))
+    assert [r.name for r in after[:2]] == [r.name for r in before]
+    (extra,) = after[2:]
+    assert extra.label == "hajek 1% min-variance" and extra.args[-2:] == (
+        "--cache-dist",
+        "min-variance",
+    )
+    config = {"sampler": "gns", "gns_weights": "hajek", "cache_fraction": 0.01}
+    assert estimators.label_of({"config": config | {"cache_dist": "min-variance"}}) == extra.label
+    assert estimators.label_of({"config": config | {"cache_dist": "degree"}}) == "hajek 1%"
+
+
 @pytest.mark.slow
 def test_the_comparison_command_writes_its_table_and_plots(tmp_path):
     from experiments import compare
