@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -283,6 +284,78 @@ def test_claim_5d_trajectory_budget_averages_the_descent_charge_over_the_checkpo
     assert "| ht | largest | | **2** (measured 2) |" in text
 
 
+def test_claim_5e_one_step_budget_charges_the_measured_loss_change_not_l():
+    """5e charges the measured loss one step on, ``(f(theta - eta g_GNS) - f(theta - eta
+    g_NS)) / eta``, where 5d charges ``L eta`` times the MSE and twice the bias along the
+    gradient: noise in flat directions costs nothing, noise as curved as ``2 L`` costs what 5d
+    charges, and a bias against the gradient costs once, not twice."""
+    sweep = _sweep(0.1, c=0.5, horizons=(1, 4))  # eta = 0.5, 0.25; L = 1; margin 0.2
+
+    def predict_at(inner, mse_over_ns, curvature):
+        p = _point(inner, mse_over_ns)
+        ns, gns = p[("ns", None)], p[("ht", 0.1)]
+        # f(theta - eta g) - f(theta) = -eta <grad f, g> + eta^2 / 2 * curvature * ||g||^2
+        # (NS's own first and second order terms are 0 and 3, GNS's differ by inner, mse).
+        ns["ahead"] = {eta: np.full(4, 3.0) for eta in (0.5, 0.25)}
+        gns["ahead"] = {
+            eta: 3.0 - eta * gns["along"] + eta**2 / 2 * curvature * (mse_over_ns + 2 * inner)
+            for eta in (0.5, 0.25)
+        }
+        points = {t: {"steps": [0, 1, 2, 3], "norms": [1] * 4, "rows": [p] * 4} for t in (1, 4)}
+        return predict.trajectory_prediction(points, sweep, [0.1], ["ht"])
+
+    def excess(out, name):
+        return [h[0]["excess"] for h in out[name]["ht"]["horizons"]]
+
+    flat = predict_at(0.0, 0.4, 0.0)
+    np.testing.assert_allclose(excess(flat, "predicted"), [0.2, 0.1])  # 5d: L eta 0.4
+    np.testing.assert_allclose(excess(flat, "one_step"), [0.0, 0.0], atol=1e-12)
+    assert flat["curvature"]["ht"] == [pytest.approx(0.0, abs=1e-12)]
+    assert flat["one_step"]["ht"]["size"] == pytest.approx(0.1)  # predicted to match at 10 %
+    curved = predict_at(0.0, 0.4, 2.0)  # curvature 2 L: 5d's charge
+    np.testing.assert_allclose(excess(curved, "one_step"), [0.2, 0.1])
+    assert curved["curvature"]["ht"] == [pytest.approx(2.0)]
+    against = predict_at(-1.0, 0.0, 0.0)  # a bias against the gradient: 1, where 5d says 2
+    np.testing.assert_allclose(excess(against, "one_step"), [1.0, 1.0])
+    np.testing.assert_allclose(excess(against, "predicted"), [2.0, 2.0])
+    text = "\n".join(predict.trajectory_table(against))
+    assert "One-step budget on g (finding 5e)" in text and "| ht | largest | | **5** |" in text
+    assert "(the descent budget charges L = 1)" in text
+    checks = predict.size_checks([("5e", "one-step budget", against["one_step"])], against, sweep)
+    assert [c.claim[:2] for c in checks] == ["5e"] and not checks[0].passed
+    # Rows without ``ahead`` (runs saved before 5e): 5d alone.
+    old = {t: {"steps": [0], "norms": [1], "rows": [_point(0.0, 0.4)]} for t in (1, 4)}
+    assert "one_step" not in predict.trajectory_prediction(old, sweep, [0.1], ["ht"])
+
+
+@pytest.mark.slow
+def test_claim_5e_measures_the_training_loss_one_step_down_the_drawn_gradient(monkeypatch):
+    """``point_errors``' ``ahead`` is the training loss at ``theta - eta g`` for the drawn
+    ``g`` (a step down, not up, on the training weights), and its first order agrees with the
+    bias along the gradient that 5c and 5d measure: for a small step, the difference between
+    two samplers' losses is ``-eta`` times the difference of their ``<grad f, g>``."""
+    from theory.problem import Problem
+
+    problem = Problem(TINY.model_dataset, TINY.hidden, TINY.grad_fanouts, 0)
+    theta = problem.theta0
+    weights = problem.weights(problem.dataset.train_idx)
+    directions = {
+        "a": jax.random.normal(jax.random.key(3), theta.shape) * 0.01,
+        "b": jax.random.normal(jax.random.key(4), theta.shape) * 0.01,
+    }
+    monkeypatch.setattr(problem, "draw_grad", lambda sampler, *args: directions[sampler])
+    batches = predict.bound_batches(problem.dataset.train_idx, 2, 8, 0)
+    samplers = {("ns", None): "a", ("ht", 0.5): "b"}
+    eta = 0.01
+    rows = predict.point_errors(problem, theta, batches, samplers, 0, "t", steps=[eta, 1.0])
+    a, b = rows[("ns", None)], rows[("ht", 0.5)]
+    down = float(problem.loss(theta - directions["b"], weights))
+    np.testing.assert_allclose(b["ahead"][1.0], down, rtol=1e-6)
+    assert not np.allclose(b["ahead"][1.0], float(problem.loss(theta + directions["b"], weights)))
+    first_order = -eta * (b["along"] - a["along"])
+    np.testing.assert_allclose(b["ahead"][eta] - a["ahead"][eta], first_order, rtol=0.05)
+
+
 @pytest.mark.slow
 def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():
     """The trajectory budget's checkpoints are NS's own: its rerun of the first seed gives the
@@ -302,6 +375,8 @@ def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():
         assert np.mean(norms) == pytest.approx(h["seeds"][0], rel=1e-5)
     assert out["steps"] == [[0, 3, 6], [0, 6, 12]]
     assert len(out["predicted"]["ht"]["horizons"]) == 2
+    # 5e beside it, on the same draws: one loss per step size and draw, finite.
+    assert np.isfinite(out["one_step"]["ht"]["ratio"]).all() and out["curvature"]["ht"][0] != 0
     other = dataclasses.replace(setting, hidden=setting.hidden * 2)
     with pytest.raises(ValueError, match="does not reproduce the sweep"):
         predict.trajectory_budget(other, 0, sweep)

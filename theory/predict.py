@@ -67,6 +67,22 @@ iterates, not on GNS's own, and, as 5c, leaves out that a shorter step also lowe
 less. It was written after 5b and 5c had been measured on Amazon Photo, Amazon Computers and
 Tolokers, as the next step those measurements named, and committed while the longer-horizon
 sweep of Amazon Computers (``theory/second-graph/``) was running, before its sizes were known.
+
+**One-step budget** (finding 5e, from 5d's draws and checkpoints): 5d's terms come from the
+descent lemma, which charges the noise at the largest curvature ``L`` and twice the bias along
+the gradient. Exactly, one SGD step from ``theta`` gives ``eta ||grad f||^2 = f(theta) - f(theta
+- eta g) + R`` with ``R = f(theta - eta g) - f(theta) + eta ||grad f||^2``, so ``A(T)`` is
+``(f(theta_0) - f(theta_T)) / (eta T)`` plus the mean of ``R / eta`` over the run. 5e measures
+``R`` itself: for each draw, the training loss one step on, ``f(theta - eta_T g)``, and predicts
+GNS's excess at ``T`` as the mean over NS's checkpoints of ``(E f(theta - eta_T g_GNS) - E
+f(theta - eta_T g_NS)) / eta_T`` (paired on the same batches), a multiple of the margin as 5d.
+Its assumptions: GNS and NS reach the same loss at ``T`` (the first term is the same), and
+GNS's charges on NS's iterates stand for those on its own. It also reports the secant curvature
+along GNS's extra step, ``2 (R_GNS - R_NS + eta <grad f, g_GNS - g_NS>) / (eta^2 (||g_GNS||^2 -
+||g_NS||^2))``, beside the ``L`` that 5d charges. It was written after 5d's measurements named
+the curvature along the noise as the next term; a Hessian-vector product (``g^T H g``) was
+tried first and dropped, because the ReLU's kinks make the loss's second difference along a
+step differ from it (the finite difference does not converge to it as the step shrinks).
 """
 
 from __future__ import annotations
@@ -182,17 +198,20 @@ def bound_batches(train_idx, draws: int, size: int, seed: int) -> list[np.ndarra
 
 
 def point_errors(
-    problem: Problem, theta, batches, samplers: dict, seed: int, label: str, stream=()
+    problem: Problem, theta, batches, samplers: dict, seed: int, label: str, stream=(), steps=()
 ) -> dict:
     """``{(estimator, fraction): {"bias2", "offset", "sq", "inner", "inner_se", "along"}}`` at
     the parameters ``theta``, for each built sampler of ``samplers`` (keyed by ``("ns", None)``
     or a GNS estimator and cache fraction): the squared bias ``||E g - grad f||^2`` (less
     ``offset``, its Monte Carlo floor), the squared errors ``||g_r - grad f||^2`` of one
     stochastic gradient per batch, and the bias along the gradient ``<grad f, b>`` (per draw in
-    ``along``; its mean ``inner`` with its standard error). ``stream`` separates the random draws
+    ``along``; its mean ``inner`` with its standard error). With step sizes ``steps``, also
+    ``"ahead"``: ``{eta: f(theta - eta g_r) per draw}``, the training loss one SGD step on
+    (``f`` is ``problem.loss`` with the training weights). ``stream`` separates the random draws
     of different parameter points."""
     train_idx = problem.dataset.train_idx
-    full = np.asarray(problem.grad(theta, problem.weights(train_idx)), np.float64)
+    train_weights = problem.weights(train_idx)
+    full = np.asarray(problem.grad(theta, train_weights), np.float64)
     exact = [np.asarray(problem.grad(theta, problem.weights(b)), np.float64) for b in batches]
     draws = len(batches)
     out = {}
@@ -203,8 +222,11 @@ def point_errors(
             key = jax.random.fold_in(key, s)
         draw_rng = np.random.default_rng([seed, 48, int(1e6 * (fraction or 0)), *stream])
         total, total_sq, sq, along = 0.0, 0.0, [], []
+        ahead = {eta: [] for eta in steps}
         for r, b in enumerate(batches):
             g = problem.draw_grad(sampler, theta, jax.random.fold_in(key, r), b, draw_rng)
+            for eta, values in ahead.items():
+                values.append(float(problem.loss(theta - eta * g, train_weights)))
             g = np.asarray(g, np.float64)
             d = g - exact[r]  # E[g*_B] = grad f: the batch noise drops out of the bias
             total, total_sq = total + d, total_sq + float(d @ d)
@@ -221,6 +243,8 @@ def point_errors(
             "inner_se": float(np.std(along, ddof=1) / np.sqrt(draws)),
             "along": np.array(along),
         }
+        if steps:
+            out[(est, fraction)]["ahead"] = {eta: np.array(v) for eta, v in ahead.items()}
         name = "NS" if fraction is None else f"{est} {100 * fraction:g} %"
         progress(f"{label} {name}: bias^2 {bias2:.3g}", start)
     return out
@@ -337,8 +361,10 @@ def trajectory_budget(setting: Setting, seed: int, convergence: dict) -> dict:
     samplers = [("ns", None)] + [(e, f) for e in estimators for f in fractions]
     built = {s: problem.sampler(s[1], size, s[0]) for s in samplers}
     batches = bound_batches(train_idx, setting.trajectory_draws, size, seed)
+    ns_rows = convergence["rows"][0]["horizons"]
+    every_eta = [convergence["c"] / np.sqrt(int(h["horizon"])) for h in ns_rows]
     measured, points = {}, {}
-    for h in convergence["rows"][0]["horizons"]:
+    for h in ns_rows:
         horizon, evals = int(h["horizon"]), len(h["curve_steps"])
         eta = convergence["c"] / np.sqrt(horizon)
         iterates = []
@@ -359,19 +385,38 @@ def trajectory_budget(setting: Setting, seed: int, convergence: dict) -> dict:
             point = () if step == 0 else (horizon, step)  # initialisation: one for every T
             if point not in measured:
                 label = f"trajectory budget, T={horizon} step {step}"
+                steps_here = every_eta if step == 0 else [eta]
                 measured[point] = point_errors(
-                    problem, theta, batches, built, seed, label, stream=point
+                    problem, theta, batches, built, seed, label, stream=point, steps=steps_here
                 )
             rows.append(measured[point])
         points[horizon] = {"steps": steps.tolist(), "norms": norms.tolist(), "rows": rows}
     return trajectory_prediction(points, convergence, fractions, estimators)
 
 
+def _descent_draws(gns: dict, ns: dict, lipschitz: float, eta: float):
+    """5d's charge difference at one checkpoint, and its per-draw terms (for its Monte Carlo
+    error): :func:`descent_charge` for the step ``eta``."""
+    leta = lipschitz * eta
+    per_draw = leta * (gns["sq"] - ns["sq"]) - 2 * (gns["along"] - ns["along"])
+    return descent_charge(gns, ns, leta), per_draw
+
+
+def _one_step_draws(gns: dict, ns: dict, lipschitz: float, eta: float):
+    """5e's difference at one checkpoint, per draw: ``(f(theta - eta g_GNS) - f(theta - eta
+    g_NS)) / eta`` on the same batch, whose mean is unbiased (no squared mean is taken)."""
+    return None, (gns["ahead"][eta] - ns["ahead"][eta]) / eta
+
+
 def trajectory_prediction(points: dict, convergence: dict, fractions, estimators) -> dict:
     """5d's excess per horizon, fraction and estimator: the mean over NS's checkpoints at that
     horizon (``points[T]["rows"]``, :func:`point_errors` at each) of the descent lemma's charge
     difference with NS, ``L eta_T (mse - b^2 difference) - 2 <grad f, b> difference + 2 L eta_T
-    b^2 difference``, as a multiple of the sweep's margin at ``T``; with its Monte Carlo error."""
+    b^2 difference``, as a multiple of the sweep's margin at ``T``; with its Monte Carlo error.
+    Where the rows hold ``ahead`` (the loss one step on, per draw), also 5e's (``"one_step"``):
+    the same mean of ``(f(theta - eta_T g_GNS) - f(theta - eta_T g_NS)) / eta_T``, and per
+    fraction the :func:`secant_curvature` along GNS's extra step (``"curvature"``), beside the
+    sweep's ``L`` that 5d charges."""
     ns_rows = convergence["rows"][0]["horizons"]
     out = {
         "dataset": convergence["dataset"],
@@ -380,38 +425,70 @@ def trajectory_prediction(points: dict, convergence: dict, fractions, estimators
         "margin": [2 * h["sd"] for h in ns_rows],
         "ns_norms": [points[int(h["horizon"])]["norms"] for h in ns_rows],
         "steps": [points[int(h["horizon"])]["steps"] for h in ns_rows],
+        "lipschitz": convergence["lipschitz"],
         "predicted": {},
     }
-    for est in estimators:
-        per_t = []
-        for h, margin in zip(ns_rows, out["margin"]):
-            rows = points[int(h["horizon"])]["rows"]
-            leta = convergence["lipschitz"] * convergence["c"] / np.sqrt(h["horizon"])
-            cells = []
-            for f in fractions:
-                charges, variances = [], []
-                for point in rows:
-                    ns, gns = point[("ns", None)], point[(est, f)]
-                    charges.append(descent_charge(gns, ns, leta))
-                    per_draw = leta * (gns["sq"] - ns["sq"]) - 2 * (gns["along"] - ns["along"])
-                    variances.append(per_draw.var(ddof=1) / per_draw.size)
-                excess = float(np.mean(charges))
-                cells.append(
-                    dict(
-                        excess=excess,
-                        se=float(np.sqrt(np.sum(variances)) / len(rows)),
-                        ratio=excess / max(margin, 1e-30),
+    every = [p for h in ns_rows for p in points[int(h["horizon"])]["rows"]]
+    every = list({id(p): p for p in every}.values())  # the initialisation once
+    budgets = {"predicted": _descent_draws}
+    if all("ahead" in row for p in every for row in p.values()):
+        budgets["one_step"] = _one_step_draws
+        out["one_step"], out["curvature"] = {}, {}
+    for name, draws in budgets.items():
+        for est in estimators:
+            per_t = []
+            for h, margin in zip(ns_rows, out["margin"]):
+                rows = points[int(h["horizon"])]["rows"]
+                eta = convergence["c"] / np.sqrt(h["horizon"])
+                cells = []
+                for f in fractions:
+                    charges, variances = [], []
+                    for point in rows:
+                        charge, per_draw = draws(
+                            point[(est, f)], point[("ns", None)], convergence["lipschitz"], eta
+                        )
+                        charges.append(per_draw.mean() if charge is None else charge)
+                        variances.append(per_draw.var(ddof=1) / per_draw.size)
+                    excess = float(np.mean(charges))
+                    cells.append(
+                        dict(
+                            excess=excess,
+                            se=float(np.sqrt(np.sum(variances)) / len(rows)),
+                            ratio=excess / max(margin, 1e-30),
+                        )
                     )
-                )
-            per_t.append(cells)
-        ratio = [max(cells[i]["ratio"] for cells in per_t) for i in range(len(fractions))]
-        out["predicted"][est] = {
-            "ratio": ratio,
-            "size": crossing(fractions, ratio, 1.0),
-            "horizons": per_t,
-            "measured": measured_excess(convergence, est, fractions),
-        }
+                per_t.append(cells)
+            ratio = [max(cells[i]["ratio"] for cells in per_t) for i in range(len(fractions))]
+            out[name][est] = {
+                "ratio": ratio,
+                "size": crossing(fractions, ratio, 1.0),
+                "horizons": per_t,
+                "measured": measured_excess(convergence, est, fractions),
+            }
+    if "curvature" in out:
+        for est in estimators:
+            out["curvature"][est] = [secant_curvature(points, ns_rows, convergence["c"], (est, f))
+                                     for f in fractions]  # fmt: skip
     return out
+
+
+def secant_curvature(points: dict, ns_rows, c: float, sampler) -> float | None:
+    """The curvature of the training loss along GNS's extra step, as one SGD step of size
+    ``eta_T`` meets it (kinks of the ReLU included): ``2 (Q_GNS - Q_NS) / (eta^2 (||g_GNS||^2 -
+    ||g_NS||^2))`` with ``Q = f(theta - eta g) - f(theta) + eta <grad f, g>`` the step's
+    remainder beyond first order, summed over every horizon's checkpoints and draws (the
+    batch's share of ``<grad f, g>`` is common to both and cancels). None where the squared
+    norms do not differ."""
+    remainder = norm = 0.0
+    for h in ns_rows:
+        eta = c / np.sqrt(h["horizon"])
+        for point in points[int(h["horizon"])]["rows"]:
+            gns, ns = point[sampler], point[("ns", None)]
+            along = gns["along"] - ns["along"]
+            step = gns["ahead"][eta] - ns["ahead"][eta] + eta * along
+            remainder += 2 * float(np.sum(step)) / eta**2
+            norm += float(np.sum(gns["sq"] - ns["sq"] + 2 * along))
+    return None if norm == 0 else remainder / norm
 
 
 def measured_excess(convergence: dict, est: str, fractions) -> list[list[float | None]]:
@@ -469,9 +546,10 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
     if bound is not None:
         checks += bound_checks(bound, convergence)
     if trajectory is not None:
-        checks += size_checks(
-            [("5d", "trajectory budget", trajectory["predicted"])], trajectory, convergence
-        )
+        budgets = [("5d", "trajectory budget", trajectory["predicted"])]
+        if "one_step" in trajectory:
+            budgets.append(("5e", "one-step budget", trajectory["one_step"]))
+        checks += size_checks(budgets, trajectory, convergence)
     return {"checks": checks, "graphs": graphs, "bound": bound, "trajectory": trajectory}
 
 
@@ -611,7 +689,6 @@ def table(result: dict) -> str:
 
 
 def trajectory_table(trajectory: dict) -> list[str]:
-    fractions = trajectory["fractions"]
     lines = [
         f"Trajectory budget on {trajectory['dataset']} (finding 5d): the descent budget's "
         "charge difference with NS, averaged over the checkpoints of NS's first run at each "
@@ -619,9 +696,43 @@ def trajectory_table(trajectory: dict) -> list[str]:
         "error), beside the sweep's measured excess of GNS's A(T) over NS's in the same unit; "
         "GNS is predicted to match where it is at most 1 at every horizon.",
         "",
-        *_header(("estimator", "T", "margin"), fractions),
+        *_budget_rows(trajectory, trajectory["predicted"]),
     ]
-    for est, pred in trajectory["predicted"].items():
+    one_step = trajectory.get("one_step")  # absent from runs saved before 5e
+    if one_step is not None:
+        lines += [
+            "",
+            f"One-step budget on {trajectory['dataset']} (finding 5e): the same average of the "
+            "difference between GNS's and NS's training loss one SGD step on from the "
+            "checkpoint, (f(theta - eta_T g_GNS) - f(theta - eta_T g_NS)) / eta_T on the same "
+            "batch, measured (no Lipschitz constant, no expansion, no descent-lemma factors).",
+            "",
+            *_budget_rows(trajectory, one_step),
+            "",
+            "Secant curvature along GNS's extra step, 2 (second- and higher-order loss change "
+            "difference) / (eta^2 ||g||^2 difference), over all checkpoints (the descent "
+            f"budget charges L = {trajectory['lipschitz']:.3g}):",
+            "",
+            *_header(("estimator",), trajectory["fractions"]),
+            *(
+                f"| {est} | "
+                + " | ".join("n/a" if x is None else f"{x:.3g}" for x in values)
+                + " |"
+                for est, values in trajectory["curvature"].items()
+            ),
+        ]
+    norms = "; ".join(
+        f"T={t}: " + ", ".join(f"{x:.3g}" for x in norms)
+        for t, norms in zip(trajectory["horizons"], trajectory["ns_norms"])
+    )
+    lines += ["", f"NS's ||grad f||^2 at the checkpoints (its first run): {norms}.", ""]
+    return lines
+
+
+def _budget_rows(trajectory: dict, predicted: dict) -> list[str]:
+    """One budget's table: predicted (and measured) excess per estimator, horizon, fraction."""
+    lines = _header(("estimator", "T", "margin"), trajectory["fractions"])
+    for est, pred in predicted.items():
         measured = pred.get("measured")  # absent from runs saved before it was recorded
         for j, (t, margin) in enumerate(zip(trajectory["horizons"], trajectory["margin"])):
             scale = max(margin, 1e-30)
@@ -641,9 +752,4 @@ def trajectory_table(trajectory: dict) -> list[str]:
         largest = " | ".join(largest)
         lines.append(f"| {est} | largest | | {largest} |")
         lines.append(f"| {est} predicted proper size | | | {_pct(pred['size'])} |")
-    norms = "; ".join(
-        f"T={t}: " + ", ".join(f"{x:.3g}" for x in norms)
-        for t, norms in zip(trajectory["horizons"], trajectory["ns_norms"])
-    )
-    lines += ["", f"NS's ||grad f||^2 at the checkpoints (its first run): {norms}.", ""]
     return lines
