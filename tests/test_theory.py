@@ -17,7 +17,7 @@ from gns_jax.cache import cache_distribution, inclusion_probability
 from gns_jax.graph import from_edges
 from theory import TINY, convergence, gradients, predict, unbiased, variance
 from theory.__main__ import main
-from theory.common import override
+from theory.common import Check, override
 from theory.mutations import MUTATIONS, mutated
 from theory.runner import chains, run, run_parallel
 
@@ -323,6 +323,15 @@ def test_claim_5e_one_step_budget_charges_the_measured_loss_change_not_l():
     assert "(the descent budget charges L = 1)" in text
     checks = predict.size_checks([("5e", "one-step budget", against["one_step"])], against, sweep)
     assert [c.claim[:2] for c in checks] == ["5e"] and not checks[0].passed
+    # Predicted 10 %, measured 20 %: within 2x, unless the sweep resolves no rate (4a fails),
+    # whether its checks are the module's or a saved JSON's.
+    budget = [("5e", "one-step budget", flat["one_step"])]
+    (check,) = predict.size_checks(budget, flat, sweep)
+    assert check.passed
+    rate = Check("4a. NS converges at the SGD rate", "m", "slope -0.03", "<= -0.25", False)
+    for saved in (rate, rate._asdict()):
+        (check,) = predict.size_checks(budget, flat, {**sweep, "checks": [saved]})
+        assert not check.passed and "check 4a fails" in check.measured
     # Rows without ``ahead`` (runs saved before 5e): 5d alone.
     old = {t: {"steps": [0], "norms": [1], "rows": [_point(0.0, 0.4)]} for t in (1, 4)}
     assert "one_step" not in predict.trajectory_prediction(old, sweep, [0.1], ["ht"])

@@ -537,9 +537,11 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
                     measured=(
                         f"predicted {_pct(pred)} (noise budget; input level "
                         f"{_pct(g['predicted'][est]['input'])}), measured {_pct(meas)}"
+                        + ("" if rate_resolved(convergence) else UNRESOLVED)
                     ),
-                    criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}",
-                    passed=_within_factor(pred, meas),
+                    criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}, "
+                    "on a sweep that passes 4a",
+                    passed=rate_resolved(convergence) and _within_factor(pred, meas),
                     finding=True,
                 )
             )
@@ -563,9 +565,28 @@ def bound_checks(bound: dict, convergence: dict) -> list[Check]:
     return size_checks(budgets, bound, convergence)
 
 
+def rate_resolved(convergence: dict) -> bool:
+    """Whether the sweep's check 4a passed (NS's ``A(T)`` falls at SGD's rate): a sweep that
+    does not resolve the rate measures no proper size that a prediction could match. True for a
+    sweep without checks."""
+    for c in convergence.get("checks", ()):
+        claim, passed = (c["claim"], c["passed"]) if isinstance(c, dict) else (c.claim, c.passed)
+        if claim.startswith("4a."):
+            return bool(passed)
+    return True
+
+
+UNRESOLVED = (
+    "; the sweep does not resolve SGD's rate (check 4a fails), so its measured size is not one "
+    "a prediction can match"
+)
+
+
 def size_checks(budgets, result: dict, convergence: dict) -> list[Check]:
     """One finding per ``(number, label, {estimator: {"ratio", "size"}})`` of ``budgets`` and
-    estimator: the predicted size (on ``result``'s graph and fractions) against the sweep's."""
+    estimator: the predicted size (on ``result``'s graph and fractions) against the sweep's;
+    never holds on a sweep whose check 4a fails."""
+    resolved = rate_resolved(convergence)
     checks = []
     for number, label, predicted in budgets:
         for est, pred in predicted.items():
@@ -574,6 +595,8 @@ def size_checks(budgets, result: dict, convergence: dict) -> list[Check]:
                 note = "; neither within the tested fractions"
             else:
                 note = ""
+            if not resolved:
+                note += UNRESOLVED
             checks.append(
                 Check(
                     claim=f"{number}. the bias-aware ({label}) predicted proper cache size of "
@@ -587,8 +610,9 @@ def size_checks(budgets, result: dict, convergence: dict) -> list[Check]:
                             for f, r in zip(result["fractions"], pred["ratio"])
                         )
                     ),
-                    criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}",
-                    passed=_within_factor(size, meas),
+                    criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}, "
+                    "on a sweep that passes 4a",
+                    passed=resolved and _within_factor(size, meas),
                     finding=True,
                 )
             )
