@@ -405,7 +405,8 @@ def _descent_draws(gns: dict, ns: dict, lipschitz: float, eta: float):
 def _one_step_draws(gns: dict, ns: dict, lipschitz: float, eta: float):
     """5e's difference at one checkpoint, per draw: ``(f(theta - eta g_GNS) - f(theta - eta
     g_NS)) / eta`` on the same batch, whose mean is unbiased (no squared mean is taken)."""
-    return None, (gns["ahead"][eta] - ns["ahead"][eta]) / eta
+    per_draw = (gns["ahead"][eta] - ns["ahead"][eta]) / eta
+    return float(per_draw.mean()), per_draw
 
 
 def trajectory_prediction(points: dict, convergence: dict, fractions, estimators) -> dict:
@@ -447,7 +448,7 @@ def trajectory_prediction(points: dict, convergence: dict, fractions, estimators
                         charge, per_draw = draws(
                             point[(est, f)], point[("ns", None)], convergence["lipschitz"], eta
                         )
-                        charges.append(per_draw.mean() if charge is None else charge)
+                        charges.append(charge)
                         variances.append(per_draw.var(ddof=1) / per_draw.size)
                     excess = float(np.mean(charges))
                     cells.append(
