@@ -78,6 +78,34 @@ def test_the_estimator_grid_adds_cache_distributions_without_renaming_its_runs()
     assert estimators.label_of({"config": config | {"cache_dist": "degree"}}) == "hajek 1%"
 
 
+def test_cache_variance_is_the_closed_form_summed_over_the_edges(capsys):
+    """The summed HT variance is ``sum_v sum_{u in N(v)} ||x_u||^2 (1 - pi_u) / (d_v^2 pi_u)``
+    (checked edge by edge), and at a small cache the min-variance distribution, which minimises
+    its first-order form, gives a smaller sum than the degree and uniform caches."""
+    from experiments import cache_variance
+    from gns_jax.cache import cache_distribution, cache_size, inclusion_probability
+    from gns_jax.data import load_dataset
+
+    ds = load_dataset("synthetic:nodes=3000,degree=8,features=6,classes=3")
+    rows = cache_variance.variance_table(ds, 0.002, ("degree", "uniform", "min-variance"))
+    g, x = ds.graph, np.asarray(ds.features, np.float64)
+    deg = g.degrees()
+    pi = inclusion_probability(cache_distribution(g, "degree"), cache_size(0.002, g.num_nodes))
+    senders, receivers = g.edges()
+    by_edge = (
+        np.sum(x[senders] ** 2, axis=1) * (1 - pi[senders]) / (deg[receivers] ** 2 * pi[senders])
+    )
+    assert rows[0]["summed"] == pytest.approx(by_edge.sum(), rel=1e-9)
+    weighted = np.sum(by_edge * deg[receivers]) * g.num_nodes / deg.sum()
+    assert rows[0]["degree_weighted"] == pytest.approx(weighted, rel=1e-9)
+    summed = {r["dist"]: r["summed"] for r in rows}
+    assert summed["min-variance"] < min(summed["degree"], summed["uniform"])
+    assert cache_variance.main(["--dataset", "cora", "--fraction", "0.05"]) == 0
+    assert "| min-variance |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cache_variance.main(["--dataset", "cora", "--fraction", "5"])
+
+
 @pytest.mark.slow
 def test_the_comparison_command_writes_its_table_and_plots(tmp_path):
     from experiments import compare
