@@ -57,7 +57,7 @@ def variance_table(dataset, fraction: float, dists=("degree", "min-variance")) -
         with np.errstate(divide="ignore"):
             weight = norms * (1.0 - pi) / pi
             inv_pi = 1.0 / pi
-        reachable = pi > 0  # a node no cache can hold adds nothing if it has no neighbours
+        reachable = pi > 0  # p_u = 0 (no neighbours, or zero features): adds nothing to the sum
         rows.append(
             dict(
                 dist=dist,
