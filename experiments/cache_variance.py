@@ -54,7 +54,7 @@ def variance_table(dataset, fraction: float, dists=("degree", "min-variance")) -
     for dist in dists:
         p = cache_distribution(graph, dist, features=features, train_idx=dataset.train_idx)
         pi = inclusion_probability(p, m)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):  # p_u = 0: left out below
             weight = norms * (1.0 - pi) / pi
             inv_pi = 1.0 / pi
         reachable = pi > 0  # p_u = 0 (no neighbours, or zero features): adds nothing to the sum
