@@ -17,27 +17,16 @@ import sys
 
 import numpy as np
 
-from gns_jax.cache import DISTRIBUTIONS, cache_distribution, cache_size, inclusion_probability
+from gns_jax.cache import (
+    DISTRIBUTIONS,
+    cache_distribution,
+    cache_size,
+    inclusion_probability,
+    neighbour_sum,
+    squared_row_norms,
+)
 from gns_jax.config import TrainConfig, prepare_features
 from gns_jax.data import load_dataset
-
-
-def neighbour_sum(graph, values: np.ndarray) -> np.ndarray:
-    """``sum_{v in N(u)} values_v`` for every node ``u``."""
-    out = np.zeros(graph.num_nodes)
-    counts = np.diff(graph.indptr)
-    nonempty = counts > 0
-    out[nonempty] = np.add.reduceat(values[graph.indices], graph.indptr[:-1][nonempty])
-    return out
-
-
-def row_norms(features, chunk: int = 1 << 18) -> np.ndarray:
-    """``||x_u||^2`` per row, in row chunks (a memory-mapped matrix is streamed)."""
-    out = np.empty(features.shape[0])
-    for start in range(0, features.shape[0], chunk):
-        rows = np.asarray(features[start : start + chunk], np.float64)
-        out[start : start + chunk] = np.einsum("ij,ij->i", rows, rows)
-    return out
 
 
 def variance_table(dataset, fraction: float, dists=("degree", "min-variance")) -> list[dict]:
@@ -46,7 +35,7 @@ def variance_table(dataset, fraction: float, dists=("degree", "min-variance")) -
     degree = graph.degrees().astype(np.float64)
     inv = 1.0 / np.maximum(degree, 1.0)
     features = prepare_features(dataset, TrainConfig())  # as a run with the defaults reads them
-    norms = row_norms(features)
+    norms = squared_row_norms(features)
     per_node = neighbour_sum(graph, inv**2)  # sum over v in N(u) of 1 / d_v^2
     per_edge = neighbour_sum(graph, inv)  # the same, each v weighted by its degree d_v
     m = cache_size(fraction, graph.num_nodes)

@@ -38,9 +38,11 @@ __all__ = [
     "draw_cache",
     "inclusion_probability",
     "min_variance_distribution",
+    "neighbour_sum",
     "nonempty_probability",
     "row_chunks",
     "snapshot_from_ids",
+    "squared_row_norms",
 ]
 
 DISTRIBUTIONS = ("degree", "uniform", "random-walk", "min-variance")
@@ -113,21 +115,35 @@ def min_variance_distribution(graph: CSRGraph, features: np.ndarray) -> np.ndarr
     in row chunks (a memory-mapped matrix is streamed).
     """
     degree = graph.degrees().astype(np.float64)
-    inv_sq = 1.0 / np.maximum(degree, 1.0) ** 2
-    per_edge = inv_sq[graph.indices]
-    counts = np.diff(graph.indptr)
-    sums = np.zeros(graph.num_nodes)
-    nonempty = counts > 0
-    sums[nonempty] = np.add.reduceat(per_edge, graph.indptr[:-1][nonempty])
-    norms = np.empty(graph.num_nodes)
-    step = max(1, (1 << 24) // max(1, features.shape[1]))
-    for start in range(0, graph.num_nodes, step):
-        rows = np.asarray(features[start : start + step], dtype=np.float64)
-        norms[start : start + step] = np.einsum("ij,ij->i", rows, rows)
+    sums = neighbour_sum(graph, 1.0 / np.maximum(degree, 1.0) ** 2)
+    norms = squared_row_norms(features)
     p = np.sqrt(norms * sums)
     if not p.sum() > 0:
         p = np.ones(graph.num_nodes)
     return p
+
+
+def neighbour_sum(graph: CSRGraph, values: np.ndarray) -> np.ndarray:
+    """``sum_{v in N(u)} values_v`` for every node ``u`` (float64; 0 without neighbours).
+    Host-side, one pass over the edges in :func:`row_chunks` (per-edge temporaries bounded)."""
+    out = np.zeros(graph.num_nodes)
+    for a, b in row_chunks(graph):
+        starts = graph.indptr[a:b]
+        rows = np.flatnonzero(graph.indptr[a + 1 : b + 1] > starts)
+        if rows.size:
+            lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
+            out[a + rows] = np.add.reduceat(values[graph.indices[lo:hi]], starts[rows] - lo)
+    return out
+
+
+def squared_row_norms(features: np.ndarray) -> np.ndarray:
+    """``||x_u||^2`` per row (float64), in row chunks: a memory-mapped matrix is streamed."""
+    out = np.empty(features.shape[0])
+    step = max(1, (1 << 24) // max(1, features.shape[1]))
+    for start in range(0, features.shape[0], step):
+        rows = np.asarray(features[start : start + step], dtype=np.float64)
+        out[start : start + step] = np.einsum("ij,ij->i", rows, rows)
+    return out
 
 
 def inclusion_probability(p: np.ndarray, num_draws: int) -> np.ndarray:
@@ -221,13 +237,7 @@ def nonempty_probability(graph: CSRGraph, inclusion: np.ndarray, num_draws: int)
     pi = np.clip(np.asarray(inclusion, dtype=np.float64), 0.0, 1.0)
     with np.errstate(divide="ignore"):
         p = -np.expm1(np.log1p(-pi) / num_draws)
-    mass = np.zeros(graph.num_nodes)
-    for a, b in row_chunks(graph):  # per-edge temporaries bounded by the chunk
-        starts = graph.indptr[a:b]
-        rows = np.flatnonzero(graph.indptr[a + 1 : b + 1] > starts)
-        if rows.size:
-            lo, hi = int(graph.indptr[a]), int(graph.indptr[b])
-            mass[a + rows] = np.add.reduceat(p[graph.indices[lo:hi]], starts[rows] - lo)
+    mass = neighbour_sum(graph, p)
     with np.errstate(divide="ignore"):
         return -np.expm1(num_draws * np.log1p(-np.minimum(mass, 1.0)))
 

@@ -362,11 +362,11 @@ def trajectory_budget(setting: Setting, seed: int, convergence: dict) -> dict:
     built = {s: problem.sampler(s[1], size, s[0]) for s in samplers}
     batches = bound_batches(train_idx, setting.trajectory_draws, size, seed)
     ns_rows = convergence["rows"][0]["horizons"]
-    every_eta = [convergence["c"] / np.sqrt(int(h["horizon"])) for h in ns_rows]
+    every_eta = [step_size(convergence["c"], h["horizon"]) for h in ns_rows]
     measured, points = {}, {}
     for h in ns_rows:
         horizon, evals = int(h["horizon"]), len(h["curve_steps"])
-        eta = convergence["c"] / np.sqrt(horizon)
+        eta = step_size(convergence["c"], horizon)
         iterates = []
         steps, norms, _ = sgd(
             problem, built[("ns", None)], eta, weights, train_idx, horizon, evals, size, seed,
@@ -392,6 +392,12 @@ def trajectory_budget(setting: Setting, seed: int, convergence: dict) -> dict:
             rows.append(measured[point])
         points[horizon] = {"steps": steps.tolist(), "norms": norms.tolist(), "rows": rows}
     return trajectory_prediction(points, convergence, fractions, estimators)
+
+
+def step_size(c: float, horizon) -> float:
+    """The sweep's step at horizon ``T``, ``c / sqrt(T)``: also the key of ``point_errors``'
+    ``ahead``, so every caller must compute it here, the same way."""
+    return c / np.sqrt(int(horizon))
 
 
 def _descent_draws(gns: dict, ns: dict, lipschitz: float, eta: float):
@@ -440,7 +446,7 @@ def trajectory_prediction(points: dict, convergence: dict, fractions, estimators
             per_t = []
             for h, margin in zip(ns_rows, out["margin"]):
                 rows = points[int(h["horizon"])]["rows"]
-                eta = convergence["c"] / np.sqrt(h["horizon"])
+                eta = step_size(convergence["c"], h["horizon"])
                 cells = []
                 for f in fractions:
                     charges, variances = [], []
@@ -482,7 +488,7 @@ def secant_curvature(points: dict, ns_rows, c: float, sampler) -> float | None:
     norms do not differ."""
     remainder = norm = 0.0
     for h in ns_rows:
-        eta = c / np.sqrt(h["horizon"])
+        eta = step_size(c, h["horizon"])
         for point in points[int(h["horizon"])]["rows"]:
             gns, ns = point[sampler], point[("ns", None)]
             along = gns["along"] - ns["along"]
@@ -522,6 +528,7 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
         bound = bound_budget(setting, seed, convergence)
     if convergence is not None and setting.trajectory_draws > 1:
         trajectory = trajectory_budget(setting, seed, convergence)
+    resolved = convergence is None or rate_resolved(convergence)
     checks = []
     for g in graphs:
         for est in ESTIMATORS:
@@ -538,11 +545,11 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
                     measured=(
                         f"predicted {_pct(pred)} (noise budget; input level "
                         f"{_pct(g['predicted'][est]['input'])}), measured {_pct(meas)}"
-                        + ("" if rate_resolved(convergence) else UNRESOLVED)
+                        + ("" if resolved else UNRESOLVED)
                     ),
                     criterion=f"max(predicted/measured, measured/predicted) <= {FACTOR:g}, "
                     "on a sweep that passes 4a",
-                    passed=rate_resolved(convergence) and _within_factor(pred, meas),
+                    passed=resolved and _within_factor(pred, meas),
                     finding=True,
                 )
             )
