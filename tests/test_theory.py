@@ -337,6 +337,95 @@ def test_claim_5e_one_step_budget_charges_the_measured_loss_change_not_l():
     assert "one_step" not in predict.trajectory_prediction(old, sweep, [0.1], ["ht"])
 
 
+def _quadratic_drift(h, theta0, steps, segment_bias, eta):
+    """NS's and GNS's mean iterates on ``f = theta' H theta / 2`` (GNS's gradient off by
+    ``segment_bias[k]`` from checkpoint ``k`` to the next), stepped one by one: the gradient
+    norms and what GNS adds to ``||grad f||^2`` at each checkpoint."""
+    ns, gns, grads, excess = theta0.copy(), theta0.copy(), [], []
+    for t in range(steps[-1] + 1):
+        if t in steps:
+            grads.append(h @ ns)
+            excess.append(float((h @ gns) @ (h @ gns) - (h @ ns) @ (h @ ns)))
+        k = int(np.searchsorted(steps, t, side="right")) - 1
+        ns, gns = ns - eta * (h @ ns), gns - eta * (h @ gns + segment_bias[min(k, len(steps) - 2)])
+    return grads, excess
+
+
+@pytest.mark.parametrize("rank_of_h", [12, 3])
+def test_claim_5f_drift_is_the_biased_descents_displacement_on_a_quadratic(rank_of_h, monkeypatch):
+    """On a quadratic the drift budget's linearisation is exact: its excess at each checkpoint
+    is what GNS's mean iterates, descending with the bias held between checkpoints, add to
+    ``||grad f||^2``, step by step, whether the Lanczos space is the whole space or an invariant
+    one that stops early (a Hessian of rank 3). Without the contraction by ``H`` (the drift
+    taken as ``-eta n b``) the same check fails."""
+    rng = np.random.default_rng(0)
+    basis = np.linalg.qr(rng.standard_normal((12, 12)))[0][:, :rank_of_h]
+    h = basis @ np.diag(np.geomspace(0.02, 1.5, rank_of_h)) @ basis.T
+    steps, eta = [0, 5, 12, 20], 0.5
+    bias = [rng.standard_normal(12) for _ in steps[:-1]] + [np.zeros(12)]
+    grads, expected = _quadratic_drift(h, rng.standard_normal(12), steps, bias, eta)
+    biases = [{"s": (b, b)} for b in bias]
+
+    def drift():
+        out = predict.drift_excess(lambda k, v: h @ v, grads, steps, biases, eta, 12, rng)
+        return [e["s"] for e in out]
+
+    assert expected[0] == 0 and max(map(abs, expected)) > 1
+    np.testing.assert_allclose(drift(), expected, rtol=1e-8, atol=1e-9)
+    monkeypatch.setattr(
+        predict, "ritz", lambda hvp, dim, rank, rng: (np.zeros(0), np.zeros((dim, 0)))
+    )
+    assert not np.allclose(drift(), expected, rtol=0.1)
+
+
+def test_claim_5f_drift_squares_the_bias_across_halves_not_its_noise():
+    """The bias is measured from a few draws, so its estimate carries Monte Carlo noise that a
+    square would count as drift: taken across two independent halves the excess is unbiased
+    (its mean over repetitions within 4 standard errors of the noise-free one), where the
+    square of one noisy estimate is too large by more than that."""
+    rng = np.random.default_rng(1)
+    h = np.diag(np.geomspace(0.05, 1.0, 6))
+    steps, eta = [0, 4, 8], 0.5
+    bias = [np.full(6, 0.3), np.full(6, -0.2), np.zeros(6)]
+    grads, expected = _quadratic_drift(h, np.ones(6), steps, bias, eta)
+    split, same = [], []
+    for _ in range(400):
+        noisy = [[b + rng.standard_normal(6) for b in bias] for _ in range(2)]
+        for pairs, out in (
+            ([{"s": (noisy[0][k], noisy[1][k])} for k in range(3)], split),
+            ([{"s": (noisy[0][k], noisy[0][k])} for k in range(3)], same),
+        ):
+            excess = predict.drift_excess(lambda k, v: h @ v, grads, steps, pairs, eta, 6, rng)
+            out.append(excess[-1]["s"])
+    se = np.std(split, ddof=1) / np.sqrt(len(split))
+    assert abs(np.mean(split) - expected[-1]) < 4 * se
+    assert np.mean(same) - expected[-1] > 4 * np.std(same, ddof=1) / np.sqrt(len(same))
+
+
+def test_claim_5f_replaces_the_bias_local_cost_by_its_drift():
+    """5f is 5e's charge less the bias's one-step cost at the checkpoint (the loss one step down
+    the mean gradients, GNS's against NS's) plus the drift's excess there; judged as 5e."""
+    sweep = _sweep(0.1, c=0.5, horizons=(1, 4))  # eta = 0.5, 0.25; margin 0.2
+    p = _point(0.0, 0.0)
+    ns, gns = p[("ns", None)], p[("ht", 0.1)]
+    etas = (0.5, 0.25)
+    ns["ahead"], gns["ahead"] = ({e: np.full(4, 3.0) for e in etas},
+                                 {e: np.full(4, 3.0 + 0.1 * e) for e in etas})  # fmt: skip
+    ns["mean_ahead"], gns["mean_ahead"] = {e: 2.0 for e in etas}, {e: 2.0 + 0.05 * e for e in etas}
+    gns["drift"], ns["drift"] = 0.3, 0.0
+    points = {t: {"steps": [0, 1], "norms": [1, 1], "rows": [p, p]} for t in (1, 4)}
+    out = predict.trajectory_prediction(points, sweep, [0.1], ["ht"])
+    np.testing.assert_allclose([h[0]["excess"] for h in out["one_step"]["ht"]["horizons"]], 0.1)
+    np.testing.assert_allclose([h[0]["excess"] for h in out["drift"]["ht"]["horizons"]], 0.35)
+    assert out["drift"]["ht"]["ratio"] == [pytest.approx(1.75)]
+    text = "\n".join(predict.trajectory_table(out))
+    assert "Drift budget on g (finding 5f)" in text and "| ht | largest | | **1.75** |" in text
+    (check,) = predict.size_checks([("5f", "drift budget", out["drift"])], out, sweep)
+    assert check.claim.startswith("5f") and not check.passed
+    del gns["drift"]  # rows without a drift (drift_rank 0): no 5f
+    assert "drift" not in predict.trajectory_prediction(points, sweep, [0.1], ["ht"])
+
+
 @pytest.mark.slow
 def test_claim_5e_measures_the_training_loss_one_step_down_the_drawn_gradient(monkeypatch):
     """``point_errors``' ``ahead`` is the training loss at ``theta - eta g`` for the drawn
@@ -377,6 +466,7 @@ def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():
         conv_evals=3,
         conv_fractions=(0.5,),
         trajectory_draws=2,
+        drift_rank=3,
     )
     sweep = {**convergence.run(setting), "dataset": setting.model_dataset}
     out = predict.trajectory_budget(setting, 0, sweep)
@@ -386,6 +476,9 @@ def test_claim_5d_reruns_the_sweeps_own_ns_iterates_or_says_it_cannot():
     assert len(out["predicted"]["ht"]["horizons"]) == 2
     # 5e beside it, on the same draws: one loss per step size and draw, finite.
     assert np.isfinite(out["one_step"]["ht"]["ratio"]).all() and out["curvature"]["ht"][0] != 0
+    # 5f beside them: the drift moves 5e's excess, by a finite amount.
+    assert np.isfinite(out["drift"]["ht"]["ratio"]).all()
+    assert out["drift"]["ht"]["ratio"] != out["one_step"]["ht"]["ratio"]
     other = dataclasses.replace(setting, hidden=setting.hidden * 2)
     with pytest.raises(ValueError, match="does not reproduce the sweep"):
         predict.trajectory_budget(other, 0, sweep)

@@ -96,6 +96,9 @@ class Setting:
     # 5d. the same charges along NS's own iterates: gradient draws per sampler and checkpoint of
     # NS's first run at each horizon; below 2 skips it (it needs a sweep, as 5b)
     trajectory_draws: int = 0
+    # 5f. the bias's drift along NS's iterates (with 5d's draws): the Lanczos rank of each
+    # checkpoint's Hessian that carries the drift from one checkpoint to the next; 0 skips it
+    drift_rank: int = 0
 
 
 TINY = Setting(
