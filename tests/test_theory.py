@@ -282,6 +282,12 @@ def test_claim_5d_trajectory_budget_averages_the_descent_charge_over_the_checkpo
     text = "\n".join(predict.trajectory_table(out))
     assert "| ht | 4 | 0.2 | 1 ± 0 (measured -0.5) |" in text
     assert "| ht | largest | | **2** (measured 2) |" in text
+    assert "| ht measured excess crosses the margin (interpolated) | | | beyond" in text
+    swept["rows"][-1] = {**gns, "horizons": [{"mean": 1.2}, {"mean": 0.9}]}  # 1 margin: crosses
+    text = "\n".join(
+        predict.trajectory_table(predict.trajectory_prediction(biased, swept, [0.1], ["ht"]))
+    )
+    assert "| ht measured excess crosses the margin (interpolated) | | | 10 % |" in text
 
 
 def test_claim_5e_one_step_budget_charges_the_measured_loss_change_not_l():

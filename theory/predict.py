@@ -943,4 +943,11 @@ def _budget_rows(trajectory: dict, predicted: dict) -> list[str]:
         largest = " | ".join(largest)
         lines.append(f"| {est} | largest | | {largest} |")
         lines.append(f"| {est} predicted proper size | | | {_pct(pred['size'])} |")
+        if measured is not None and None not in worst:
+            # The measured size is a tested fraction; interpolated as the prediction is, the
+            # measured excess crosses the margin here (reported, not judged).
+            crossed = _pct(crossing(trajectory["fractions"], worst, 1.0))
+            lines.append(
+                f"| {est} measured excess crosses the margin (interpolated) | | | {crossed} |"
+            )
     return lines
