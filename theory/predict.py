@@ -497,24 +497,23 @@ def ritz(hvp, dim: int, rank: int, rng: np.random.Generator):
     reorthogonalisation, the projected matrix formed from the stored products (a
     Rayleigh-Ritz step, exact on the basis whatever the arithmetic), stopped early where the
     space is invariant."""
+    basis, images = np.empty((rank, dim)), np.empty((rank, dim))  # filled row by row
     q = rng.standard_normal(dim)
     q /= np.linalg.norm(q)
-    basis, images = [], []
-    for _ in range(rank):
-        basis.append(q)
-        w = np.asarray(hvp(q), np.float64)
-        images.append(w)
-        q_mat = np.array(basis)
+    k = 0
+    while k < rank:
+        basis[k] = q
+        w = images[k] = np.asarray(hvp(q), np.float64)
+        k += 1
         for _ in range(2):  # twice is enough (Parlett)
-            w = w - q_mat.T @ (q_mat @ w)
+            w = w - basis[:k].T @ (basis[:k] @ w)
         size = np.linalg.norm(w)
-        if size <= 1e-8 * max(np.linalg.norm(images[-1]), 1e-30):
+        if size <= 1e-8 * max(np.linalg.norm(images[k - 1]), 1e-30):
             break
         q = w / size
-    q_mat = np.array(basis)
-    projected = q_mat @ np.array(images).T
+    projected = basis[:k] @ images[:k].T
     lam, vectors = np.linalg.eigh((projected + projected.T) / 2)
-    return lam, q_mat.T @ vectors
+    return lam, basis[:k].T @ vectors
 
 
 def propagate(delta, bias, lam, vectors, eta: float, n: int):
