@@ -517,6 +517,68 @@ def test_claim_5b_5c_bias_measurements_catch_a_weight_defect():
     assert abs(bad["inner"] - clean["inner"]) > 3 * np.hypot(bad["inner_se"], clean["inner_se"])
 
 
+def _seeded_sweep(ns_seeds, gns_seeds: dict, proper):
+    """A saved sweep's shape with per-seed A(T) (horizons x seeds) for NS and GNS hajek."""
+
+    def row(seeds, fraction):
+        seeds = np.asarray(seeds, dtype=float)
+        horizons = [
+            {"horizon": t, "mean": s.mean(), "sd": s.std(ddof=1), "seeds": s.tolist()}
+            for t, s in zip((250, 500), seeds)
+        ]
+        return {"fraction": fraction, "estimator": None if fraction is None else "hajek",
+                "horizons": horizons}  # fmt: skip
+
+    rows = [row(ns_seeds, None)] + [row(s, f) for f, s in gns_seeds.items()]
+    return {"dataset": "g", "rows": rows, "proper": {"hajek": proper}, "checks": []}
+
+
+def test_resampled_sizes_measure_how_firmly_the_seeds_fix_the_proper_size():
+    ns = [[1.0, 1.2, 0.8, 1.1], [0.5, 0.6, 0.4, 0.55]]
+    far_above = [[5.0, 5.1, 4.9, 5.2], [3.0, 3.1, 2.9, 3.2]]
+    well_below = [[0.2, 0.3, 0.25, 0.2], [0.1, 0.12, 0.11, 0.1]]
+    firm = _seeded_sweep(ns, {0.1: far_above, 0.5: well_below}, 0.5)
+    sizes = convergence.resampled_sizes(firm, draws=2000)["hajek"]
+    assert np.all(sizes == 0.5)  # clear of the band either way: every resample agrees
+    assert predict.share_within(0.3, sizes) == 1.0  # 0.5 / 0.3 < 2
+    assert predict.share_within(0.2, sizes) == 0.0 and predict.share_within(None, sizes) == 0.0
+    # GNS at 10 % on NS's own seeds: it matches as measured, but a resample of either sampler's
+    # seeds can push its mean above NS's band, and then 50 % is the size.
+    edge = _seeded_sweep(ns, {0.1: ns, 0.5: well_below}, 0.1)
+    sizes = convergence.resampled_sizes(edge, draws=2000)["hajek"]
+    share = np.mean(sizes == 0.1)
+    assert 0.5 < share < 0.99 and np.all((sizes == 0.1) | (sizes == 0.5)), share
+    np.testing.assert_array_equal(sizes, convergence.resampled_sizes(edge, draws=2000)["hajek"])
+    # No size is within 2x of both 10 and 50 %: a prediction agrees with one outcome only.
+    assert predict.share_within(0.2, sizes) == predict.share_within(0.05, sizes) == share
+    assert predict.share_within(0.3, sizes) == pytest.approx(1 - share)
+    # No match at all: every resample says "beyond", which no prediction can be within 2x of.
+    none = _seeded_sweep(ns, {0.1: far_above, 0.5: far_above}, None)
+    sizes = convergence.resampled_sizes(none, draws=500)["hajek"]
+    assert np.all(np.isnan(sizes)) and predict.share_within(0.5, sizes) == 0.0
+
+
+def test_resample_command_reads_saved_runs_and_names_a_bad_file(tmp_path, capsys):
+    ns = [[1.0, 1.2, 0.8, 1.1], [0.5, 0.6, 0.4, 0.55]]
+    sweep = _seeded_sweep(ns, {0.1: [[5.0] * 4, [3.0] * 4], 0.5: [[0.2] * 4, [0.1] * 4]}, 0.5)
+    (tmp_path / "sweep.json").write_text(json.dumps({"convergence": sweep}))
+    drift = {"hajek": {"size": 0.3, "ratio": [2.0, 0.5]}}
+    saved = {"predict": {"graphs": [], "bound": None,
+                         "trajectory": {"dataset": "g", "drift": drift}}}  # fmt: skip
+    (tmp_path / "drift.json").write_text(json.dumps(saved))
+    assert main(["--resample", str(tmp_path / "sweep.json"), str(tmp_path / "drift.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "| hajek | 50 % | 0.0 % | 100.0 % | 0.0 % |" in printed
+    assert "| 5f (drift.json) | hajek | 30 % | yes | 100.0 % |" in printed
+    with pytest.raises(SystemExit):
+        main(["--resample", str(tmp_path / "drift.json")])
+    assert "drift.json: not the JSON of a run with a convergence sweep" in capsys.readouterr().err
+    (tmp_path / "other.json").write_text(json.dumps({"predict": {"graphs": []}}))
+    with pytest.raises(SystemExit):
+        main(["--resample", str(tmp_path / "sweep.json"), str(tmp_path / "other.json")])
+    assert "other.json: its predictions are not on the sweep's graph g" in capsys.readouterr().err
+
+
 def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
     out = tmp_path / "theory.json"
     assert main(["--setting", "tiny", "--only", "unbiased", "--json", str(out)]) == 0

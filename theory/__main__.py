@@ -10,6 +10,11 @@ Compiled programs go to JAX's persistent compilation cache, as for the ``gns-jax
 (``~/.cache/gns-jax/jax``; ``GNS_JAX_COMPILE_CACHE=DIR`` moves it, ``--no-compile-cache`` or
 ``GNS_JAX_COMPILE_CACHE=0`` turns it off): a second run loads the samplers and gradients it
 compiled in the first instead of compiling them again.
+
+``--resample SWEEP [PREDICTION ...]`` reads saved ``--json`` files instead of running: how often
+each tested fraction is the measured proper size when the sweep's seeds are drawn again with
+replacement, and how often each saved prediction of that graph's size is within 2x of it
+(:func:`theory.predict.resampling_table`).
 """
 
 from __future__ import annotations
@@ -105,6 +110,40 @@ def _saved_sweep(path: Path, setting, parser) -> dict:
     return {**sweep, "dataset": dataset}
 
 
+def _resample(paths: list[Path], parser) -> int:
+    """Prints :func:`theory.predict.resampling_table` for the sweep of ``paths[0]`` and the
+    predictions of its graph in every file of ``paths``."""
+    from theory.predict import resampling_table, saved_sizes
+
+    saved = []
+    for path in paths:
+        try:
+            saved.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as e:
+            parser.error(f"--resample {path}: not a readable JSON file ({e})")
+    sweep = saved[0].get("convergence")
+    try:
+        sweep["rows"][0]["horizons"][0]["seeds"], dict(sweep["proper"])
+    except (KeyError, IndexError, TypeError) as e:
+        parser.error(
+            f"--resample {paths[0]}: not the JSON of a run with a convergence sweep ({e!r})"
+        )
+    dataset = sweep.get("dataset") or sweep["checks"][0]["measured"].split(",")[0]
+    sweep = {**sweep, "dataset": dataset}
+    predictions = []
+    for path, result in zip(paths, saved):
+        if "predict" not in result and path is not paths[0]:
+            parser.error(f"--resample {path}: not the JSON of a run with the predict module")
+        sizes = saved_sizes(result.get("predict", {}), dataset)
+        if not sizes and path is not paths[0]:
+            parser.error(
+                f"--resample {path}: its predictions are not on the sweep's graph {dataset}"
+            )
+        predictions += [(f"{label} ({path.name})", s) for label, s in sizes]
+    print(resampling_table(sweep, predictions))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m theory", description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="the report setting; rewrites README")
@@ -154,11 +193,22 @@ def main(argv=None) -> int:
         type=Path,
         help="rewrite theory/README.md from a --full run's --json file, without rerunning",
     )
+    parser.add_argument(
+        "--resample",
+        type=Path,
+        nargs="+",
+        metavar="PATH",
+        help="print how the measured proper size of a saved run's sweep (the first --json) and "
+        "the verdicts of the predictions in the other saved runs' --json move over bootstrap "
+        "resamples of the sweep's seeds, without rerunning",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs must be at least 1, got {args.jobs}")
     if args.from_json is not None:
         return _report_from_json(args.from_json, parser)
+    if args.resample is not None:
+        return _resample(args.resample, parser)
     if args.json is not None and not args.json.parent.is_dir():
         parser.error(f"--json: folder {args.json.parent} does not exist")
     if args.full and args.setting not in (None, FULL.name):

@@ -207,6 +207,33 @@ def run(setting: Setting, seed: int = 0) -> dict:
     )
 
 
+def resampled_sizes(convergence: dict, draws: int = 10_000, seed: int = 0) -> dict:
+    """How firmly the sweep's seeds fix the measured proper size: per estimator, the proper size
+    (NaN: no tested fraction matches) that finding 4b's rule gives in each of ``draws`` bootstrap
+    resamples, where every sampler's seeds are drawn again with replacement, independently of
+    the other samplers' and jointly across the horizons (a seed's runs at each ``T`` stay
+    together). Read from a sweep's result alone (``seeds`` of each horizon): no run."""
+    rng = np.random.default_rng([seed, 4])
+
+    def resampled_means(row):
+        seeds = np.array([p["seeds"] for p in row["horizons"]])  # horizons x seeds
+        picks = rng.integers(0, seeds.shape[1], size=(draws, seeds.shape[1]))
+        return seeds[:, picks]  # horizons x draws x seeds
+
+    ns = resampled_means(convergence["rows"][0])
+    ddof = 1 if ns.shape[2] > 1 else 0
+    band = ns.mean(axis=2) + 2 * ns.std(axis=2, ddof=ddof)  # horizons x draws
+    sizes = {}
+    for est in convergence["proper"]:
+        size = np.full(draws, np.nan)
+        rows = [r for r in convergence["rows"][1:] if r["estimator"] == est]
+        for r in sorted(rows, key=lambda r: -r["fraction"]):  # the smallest match wins
+            matches = np.all(resampled_means(r).mean(axis=2) <= band, axis=0)
+            size[matches] = r["fraction"]
+        sizes[est] = size
+    return sizes
+
+
 def table(result: dict) -> str:
     horizons = [p["horizon"] for p in result["rows"][0]["horizons"]]
     lines = [

@@ -950,3 +950,87 @@ def _budget_rows(trajectory: dict, predicted: dict) -> list[str]:
                 f"| {est} measured excess crosses the margin (interpolated) | | | {crossed} |"
             )
     return lines
+
+
+# (finding, result key, budget key) of every size prediction that judges a sweep's graph
+BUDGETS = (
+    ("5b", "bound", "predicted"),
+    ("5c", "bound", "descent"),
+    ("5d", "trajectory", "predicted"),
+    ("5e", "trajectory", "one_step"),
+    ("5f", "trajectory", "drift"),
+)
+
+
+def saved_sizes(result: dict, dataset: str) -> list[tuple[str, dict]]:
+    """``(finding, {estimator: predicted size})`` of every prediction in a predict result (as
+    saved to JSON) that concerns ``dataset``: the noise budget's (5) and each budget's that the
+    run measured (5b-5f)."""
+    out = []
+    for g in result.get("graphs", ()):
+        if g["dataset"] == dataset:
+            out.append(("5", {e: p["noise"] for e, p in g["predicted"].items()}))
+    for number, part, key in BUDGETS:
+        budget = (result.get(part) or {}).get(key)
+        if budget is not None and result[part].get("dataset", dataset) == dataset:
+            out.append((number, {e: p["size"] for e, p in budget.items()}))
+    return out
+
+
+def share_within(size, drawn: np.ndarray) -> float:
+    """The share of resampled measured sizes ``drawn`` (NaN: none) that ``size`` (None: none)
+    is within ``FACTOR`` of, by :func:`_within_factor`'s rule."""
+    if size is None:
+        return 0.0
+    with np.errstate(invalid="ignore"):
+        return float(np.mean(np.maximum(size / drawn, drawn / size) <= FACTOR))  # NaN: False
+
+
+def resampling_table(convergence: dict, predictions, draws: int = 10_000, seed: int = 0) -> str:
+    """How the measured proper size and each prediction's verdict would move with another draw
+    of the sweep's seeds (:func:`theory.convergence.resampled_sizes`): the share of resamples
+    giving each tested fraction as the size, the largest share that any one predicted size
+    could agree with (the measurement's resolution), and per ``(label, {estimator: size})`` of
+    ``predictions`` the share in which that prediction is within ``FACTOR`` of it. Reported
+    beside the verdicts, which stay those of the sweep as measured."""
+    from theory.convergence import resampled_sizes
+
+    sizes = resampled_sizes(convergence, draws, seed)
+    fractions = sorted({r["fraction"] for r in convergence["rows"][1:]})
+    cells = [*(f"{100 * f:g} %" for f in fractions), "beyond", f"any size within {FACTOR:g}x"]
+    lines = [
+        f"Measured proper size on {convergence['dataset']} in {draws:,} bootstrap resamples of "
+        "the sweep's seeds (each sampler's seeds drawn again with replacement), as a share of "
+        "the resamples; the last column is the largest share that any one size is within "
+        f"{FACTOR:g}x of" + ("" if rate_resolved(convergence) else UNRESOLVED) + ":",
+        "",
+        "| estimator | measured | " + " | ".join(cells) + " |",
+        "|" + "---|" * (len(cells) + 2),
+    ]
+    for est, drawn in sizes.items():
+        shares = [np.mean(drawn == f) for f in fractions] + [np.mean(np.isnan(drawn))]
+        # The share within FACTOR of a size changes only where the size crosses a tested
+        # fraction divided or multiplied by FACTOR: its largest value is at one of those.
+        best = max((share_within(p, drawn), p) for f in fractions for p in (f / FACTOR, f * FACTOR))
+        lines.append(
+            f"| {est} | {_pct(convergence['proper'][est])} | "
+            + " | ".join(f"{100 * s:.1f} %" for s in shares)
+            + f" | {100 * best[0]:.1f} % (at {_pct(best[1])}) |"
+        )
+    lines += [
+        "",
+        f"| finding | estimator | predicted | within {FACTOR:g}x of the measured size "
+        f"| within {FACTOR:g}x in the resamples |",
+        "|---|---|---|---|---|",
+    ]
+    seen = set()
+    for label, predicted in predictions:
+        for est, size in predicted.items():
+            key = (label.split()[0], est, size)
+            if est not in sizes or key in seen:
+                continue  # a prediction repeated in another file of the same chain
+            seen.add(key)
+            verdict = "yes" if _within_factor(size, convergence["proper"][est]) else "no"
+            within = 100 * share_within(size, sizes[est])
+            lines.append(f"| {label} | {est} | {_pct(size)} | {verdict} | {within:.1f} % |")
+    return "\n".join(lines)
