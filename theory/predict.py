@@ -1026,7 +1026,7 @@ def resampling_table(convergence: dict, predictions, draws: int = 10_000, seed: 
     seen = set()
     for label, predicted in predictions:
         for est, size in predicted.items():
-            key = (label.split()[0], est, size)
+            key = (label.split()[0], est, _pct(size))  # reruns may differ in the last digits
             if est not in sizes or key in seen:
                 continue  # a prediction repeated in another file of the same chain
             seen.add(key)
