@@ -40,11 +40,15 @@ python -m theory --only convergence predict --set model_dataset=amazon_computers
 ```
 
 `theory/second-graph/` holds the convergence and prediction modules on other graphs (Amazon
-Computers, Tolokers) and the bias-aware predictions of findings 5b and 5c (`bound_draws >= 2`:
-the SGD bound's budget and the descent lemma's), 5d (`trajectory_draws >= 2`: the descent
-lemma's along NS's own iterates), 5e (from 5d's draws: the measured loss one SGD step on, in
-place of the descent lemma's terms) and 5f (`drift_rank >= 1`: 5e with the bias's drift along
-the run in place of its one-step cost) on them and on Amazon Photo, with its own README.
+Computers, Tolokers, a synthetic graph of the products-scale shape) and the bias-aware
+predictions of findings 5b and 5c (`bound_draws >= 2`: the SGD bound's budget and the descent
+lemma's), 5d (`trajectory_draws >= 2`: the descent lemma's along NS's own iterates), 5e (from
+5d's draws: the measured loss one SGD step on, in place of the descent lemma's terms) and 5f
+(`drift_rank >= 1`: 5e with the bias's drift along the run in place of its one-step cost) on
+them and on Amazon Photo (with 8 and 16 seeds), with its own README. There 5e predicts `ht`'s
+proper size within 2x on Amazon Computers and on Amazon Photo with 16 seeds; `python -m theory
+--resample SWEEP.json [PREDICTION.json ...]` measures how firmly a sweep's seeds fix its
+measured size (bootstrap resamples of the seeds, from the saved JSON).
 
 This file was written by `python -m theory --full --json theory/full-run.json`; every number below
 is in `full-run.json` (`python -m theory --from-json theory/full-run.json` redraws this file and
