@@ -84,6 +84,12 @@ def _report_from_json(path: Path, parser) -> int:
     return 0
 
 
+def _sweep_dataset(sweep: dict) -> str:
+    """The graph of a saved sweep; runs before the sweep recorded it name it in check 4a's text
+    ("amazon_photo, L_0=...")."""
+    return sweep.get("dataset") or sweep["checks"][0]["measured"].split(",")[0]
+
+
 def _saved_sweep(path: Path, setting, parser) -> dict:
     """The convergence result of a saved run's JSON, checked against ``setting``."""
     try:
@@ -94,8 +100,7 @@ def _saved_sweep(path: Path, setting, parser) -> dict:
         parser.error(
             f"--convergence-from {path}: not the JSON of a run with a convergence sweep ({e!r})"
         )
-    # Runs before the sweep recorded its graph name it in check 4a's text ("amazon_photo, L_0=...").
-    dataset = sweep.get("dataset") or sweep["checks"][0]["measured"].split(",")[0]
+    dataset = _sweep_dataset(sweep)
     if dataset != setting.model_dataset:
         parser.error(
             f"--convergence-from {path}: its sweep ran on {dataset}, the setting's "
@@ -128,7 +133,7 @@ def _resample(paths: list[Path], parser) -> int:
         parser.error(
             f"--resample {paths[0]}: not the JSON of a run with a convergence sweep ({e!r})"
         )
-    dataset = sweep.get("dataset") or sweep["checks"][0]["measured"].split(",")[0]
+    dataset = _sweep_dataset(sweep)
     sweep = {**sweep, "dataset": dataset}
     predictions = []
     for path, result in zip(paths, saved):
