@@ -136,11 +136,11 @@ def _resample(paths: list[Path], parser) -> int:
     dataset = _sweep_dataset(sweep)
     sweep = {**sweep, "dataset": dataset}
     predictions = []
-    for path, result in zip(paths, saved):
-        if "predict" not in result and path is not paths[0]:
-            parser.error(f"--resample {path}: not the JSON of a run with the predict module")
+    for i, (path, result) in enumerate(zip(paths, saved)):
         sizes = saved_sizes(result.get("predict", {}), dataset)
-        if not sizes and path is not paths[0]:
+        if i > 0 and "predict" not in result:  # the sweep's own file may hold none
+            parser.error(f"--resample {path}: not the JSON of a run with the predict module")
+        if i > 0 and not sizes:
             parser.error(
                 f"--resample {path}: its predictions are not on the sweep's graph {dataset}"
             )

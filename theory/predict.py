@@ -658,6 +658,23 @@ def measured_excess(convergence: dict, est: str, fractions) -> list[list[float |
     ]
 
 
+# (finding, result part, budget key, label) of every size prediction that judges a sweep's graph
+BUDGETS = (
+    ("5b", "bound", "predicted", "bound budget"),
+    ("5c", "bound", "descent", "descent budget"),
+    ("5d", "trajectory", "predicted", "trajectory budget"),
+    ("5e", "trajectory", "one_step", "one-step budget"),
+    ("5f", "trajectory", "drift", "drift budget"),
+)
+
+
+def budgets_of(result: dict, part: str) -> list[tuple[str, str, dict]]:
+    """``(finding, label, {estimator: {"ratio", "size", ...}})`` of the budgets that a ``part``
+    (``"bound"`` or ``"trajectory"``) result holds; a run saved before a budget existed lacks
+    it."""
+    return [(n, label, result[key]) for n, p, key, label in BUDGETS if p == part and key in result]
+
+
 def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dict:
     """Predictions on ``setting.predict_datasets``, judged against the proper sizes that
     ``convergence`` (claim 4's sweep result, or a saved one) measured on its graph (absent:
@@ -700,23 +717,14 @@ def run(setting: Setting, seed: int = 0, convergence: dict | None = None) -> dic
     if bound is not None:
         checks += bound_checks(bound, convergence)
     if trajectory is not None:
-        budgets = [("5d", "trajectory budget", trajectory["predicted"])]
-        if "one_step" in trajectory:
-            budgets.append(("5e", "one-step budget", trajectory["one_step"]))
-        if "drift" in trajectory:
-            budgets.append(("5f", "drift budget", trajectory["drift"]))
-        checks += size_checks(budgets, trajectory, convergence)
+        checks += size_checks(budgets_of(trajectory, "trajectory"), trajectory, convergence)
     return {"checks": checks, "graphs": graphs, "bound": bound, "trajectory": trajectory}
 
 
 def bound_checks(bound: dict, convergence: dict) -> list[Check]:
     """Findings 5b and 5c per estimator: the bound's and the descent budget's predicted sizes
     against the sweep's measured ones."""
-    budgets = [
-        ("5b", "bound budget", bound["predicted"]),
-        ("5c", "descent budget", bound["descent"]),
-    ]
-    return size_checks(budgets, bound, convergence)
+    return size_checks(budgets_of(bound, "bound"), bound, convergence)
 
 
 def rate_resolved(convergence: dict) -> bool:
@@ -952,16 +960,6 @@ def _budget_rows(trajectory: dict, predicted: dict) -> list[str]:
     return lines
 
 
-# (finding, result key, budget key) of every size prediction that judges a sweep's graph
-BUDGETS = (
-    ("5b", "bound", "predicted"),
-    ("5c", "bound", "descent"),
-    ("5d", "trajectory", "predicted"),
-    ("5e", "trajectory", "one_step"),
-    ("5f", "trajectory", "drift"),
-)
-
-
 def saved_sizes(result: dict, dataset: str) -> list[tuple[str, dict]]:
     """``(finding, {estimator: predicted size})`` of every prediction in a predict result (as
     saved to JSON) that concerns ``dataset``: the noise budget's (5) and each budget's that the
@@ -970,20 +968,20 @@ def saved_sizes(result: dict, dataset: str) -> list[tuple[str, dict]]:
     for g in result.get("graphs", ()):
         if g["dataset"] == dataset:
             out.append(("5", {e: p["noise"] for e, p in g["predicted"].items()}))
-    for number, part, key in BUDGETS:
-        budget = (result.get(part) or {}).get(key)
-        if budget is not None and result[part].get("dataset", dataset) == dataset:
-            out.append((number, {e: p["size"] for e, p in budget.items()}))
+    for part in ("bound", "trajectory"):
+        budgets = result.get(part) or {}
+        if budgets.get("dataset", dataset) == dataset:
+            out += [
+                (n, {e: p["size"] for e, p in b.items()}) for n, _, b in budgets_of(budgets, part)
+            ]
     return out
 
 
 def share_within(size, drawn: np.ndarray) -> float:
     """The share of resampled measured sizes ``drawn`` (NaN: none) that ``size`` (None: none)
     is within ``FACTOR`` of, by :func:`_within_factor`'s rule."""
-    if size is None:
-        return 0.0
-    with np.errstate(invalid="ignore"):
-        return float(np.mean(np.maximum(size / drawn, drawn / size) <= FACTOR))  # NaN: False
+    found, counts = np.unique(drawn[~np.isnan(drawn)], return_counts=True)  # a few fractions
+    return sum(int(c) for m, c in zip(found, counts) if _within_factor(size, float(m))) / drawn.size
 
 
 def resampling_table(convergence: dict, predictions, draws: int = 10_000, seed: int = 0) -> str:
