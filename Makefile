@@ -4,7 +4,8 @@
 # make test-notebooks : run the teaching notebooks headlessly (.ci/run runs it after make test)
 # make test-parallel : multi-device training on forced CPU devices (.ci/run runs it after make test)
 # make notebooks : rebuild notebooks/*.ipynb from notebooks/src/*.py, outputs included
-# make theory : the numerical checks of theory/ in the report setting; rewrites theory/README.md
+# make theory : the numerical checks of gns_jax/theory/ in the report setting; rewrites its
+#               README.md and figures/, and its run's JSON (full-run.json.xz)
 # make peers  : optional peer environment .venv-peers (CPU PyTorch, PyG, torch-sparse from source)
 #               for experiments/bench_epoch.py --pyg; never part of make test (about 15 min)
 PYTHON ?= python3
@@ -48,7 +49,7 @@ train: $(STAMP)
 
 theory: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,theory]'
-	$(BIN)/python -m theory --full --json theory/full-run.json
+	$(BIN)/python -m gns_jax.theory --full --json gns_jax/theory/full-run.json.xz
 
 peers: $(PEERS)/.installed
 

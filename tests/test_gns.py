@@ -298,7 +298,7 @@ def test_cache_first_top_up_is_uniform_over_the_non_cached_neighbours():
 def test_cached_picks_are_uniform_where_the_cap_binds_and_first_k_is_caught():
     """Degree 20, all cached, cap 5: every leaf is picked with probability 1/4. The defect of a
     sampler that takes the first K neighbours fails the same test."""
-    from theory.mutations import mutated
+    from gns_jax.theory.mutations import mutated
 
     graph, cache = _star_with_cache(20, list(range(1, 21)), m=40)
     dst = jnp.zeros(4000, jnp.int32)

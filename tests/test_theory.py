@@ -1,13 +1,15 @@
-"""theory/: the closed forms against exact enumeration, and every check against the defect it
-exists to catch (the tiny setting; ``python -m theory`` runs the small one).
+"""gns_jax/theory/: the closed forms against exact enumeration, and every check against the defect
+it exists to catch (the tiny setting; ``python -m gns_jax.theory`` runs the small one).
 
-Each check must PASS on the library as it is and FAIL once a defect of ``theory.mutations`` is
-put in: a check that cannot fail checks nothing.
+Each check must PASS on the library as it is and FAIL once a defect of
+``gns_jax.theory.mutations`` is put in: a check that cannot fail checks nothing.
 """
 
 import dataclasses
 import itertools
 import json
+import lzma
+import tarfile
 
 import jax
 import numpy as np
@@ -15,11 +17,12 @@ import pytest
 
 from gns_jax.cache import cache_distribution, inclusion_probability
 from gns_jax.graph import from_edges
-from theory import TINY, convergence, gradients, predict, unbiased, variance
-from theory.__main__ import main
-from theory.common import Check, override
-from theory.mutations import MUTATIONS, mutated
-from theory.runner import chains, run, run_parallel
+from gns_jax.theory import TINY, convergence, gradients, predict, unbiased, variance
+from gns_jax.theory.__main__ import main
+from gns_jax.theory.common import Check, override
+from gns_jax.theory.mutations import MUTATIONS, mutated
+from gns_jax.theory.runner import chains, run, run_parallel
+from gns_jax.theory.saved import read_json, write_json
 
 
 def _tiny_graph():
@@ -438,7 +441,7 @@ def test_claim_5e_measures_the_training_loss_one_step_down_the_drawn_gradient(mo
     ``g`` (a step down, not up, on the training weights), and its first order agrees with the
     bias along the gradient that 5c and 5d measure: for a small step, the difference between
     two samplers' losses is ``-eta`` times the difference of their ``<grad f, g>``."""
-    from theory.problem import Problem
+    from gns_jax.theory.problem import Problem
 
     problem = Problem(TINY.model_dataset, TINY.hidden, TINY.grad_fanouts, 0)
     theta = problem.theta0
@@ -495,7 +498,7 @@ def test_claim_5b_5c_bias_measurements_catch_a_weight_defect():
     """The bias the bound budget counts, on the batches' control variate: dropping ``q_v``
     (weights too large at hubs, a bias that does not average out) must raise it beyond its
     Monte Carlo error, where the library's HT weights leave it at the noise floor's scale."""
-    from theory.problem import Problem
+    from gns_jax.theory.problem import Problem
 
     setting = dataclasses.replace(TINY, bound_draws=48)
     problem = Problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, 0)
@@ -577,6 +580,31 @@ def test_resample_command_reads_saved_runs_and_names_a_bad_file(tmp_path, capsys
     with pytest.raises(SystemExit):
         main(["--resample", str(tmp_path / "sweep.json"), str(tmp_path / "other.json")])
     assert "other.json: its predictions are not on the sweep's graph g" in capsys.readouterr().err
+
+
+def test_saved_runs_are_read_compressed_or_inside_an_archive(tmp_path, capsys):
+    """A report's raw runs live in one archive (``runs.tar.xz``) or a ``.json.xz`` file; the
+    options that read saved runs read them in place, and a missing member is named."""
+    ns = [[1.0, 1.2, 0.8, 1.1], [0.5, 0.6, 0.4, 0.55]]
+    gns = {0.1: [[5.0] * 4, [3.0] * 4], 0.5: [[0.2] * 4, [0.1] * 4]}
+    sweep = {"convergence": _seeded_sweep(ns, gns, 0.5)}
+    write_json(tmp_path / "sweep.json.xz", sweep)
+    assert lzma.decompress((tmp_path / "sweep.json.xz").read_bytes())  # compressed on disk
+    assert read_json(tmp_path / "sweep.json.xz") == sweep
+    (tmp_path / "sweep.json").write_text(json.dumps(sweep))
+    with tarfile.open(tmp_path / "runs.tar.xz", "w:xz") as tar:
+        tar.add(tmp_path / "sweep.json", arcname="sweep.json")
+    inside = tmp_path / "runs.tar.xz" / "sweep.json"
+    assert read_json(inside) == sweep
+    with pytest.raises(OSError, match="no member other.json"):
+        read_json(tmp_path / "runs.tar.xz" / "other.json")
+    assert main(["--resample", str(inside)]) == 0
+    archived = capsys.readouterr().out
+    assert main(["--resample", str(tmp_path / "sweep.json")]) == 0
+    assert capsys.readouterr().out == archived and "| hajek | 50 % |" in archived
+    with pytest.raises(SystemExit):
+        main(["--only", "predict", "--convergence-from", str(tmp_path / "runs.tar.xz" / "x.json")])
+    assert "no member x.json" in capsys.readouterr().err
 
 
 def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):

@@ -36,7 +36,7 @@ from gns_jax import (
     draw_cache,
     load_dataset,
 )
-from theory.variance import closed_form_variance, item3, ns_closed_form
+from gns_jax.theory.variance import closed_form_variance, item3, ns_closed_form
 
 data = load_dataset("cora")
 graph = data.graph
@@ -111,11 +111,11 @@ plt.show()
 #
 # ## What unbiasedness costs
 #
-# The variance of `h_v` has a closed form (`docs/algorithm.md`, `theory/variance.py`): over the
-# caches, `sum_u x_u^2 (1 - pi_u) / (d_v^2 pi_u)` plus the covariances of the inclusions, plus a
-# term for the subsampling when the cap binds. For small caches `pi_u ≈ rho d_u / mean degree`,
-# so the variance grows as `1 / rho`, and most for low-degree neighbours, which are rarely cached
-# and then weighted by `1 / pi_u`. Node-wise sampling's `K`-neighbour mean has variance
+# The variance of `h_v` has a closed form (`docs/algorithm.md`, `gns_jax/theory/variance.py`): over
+# the caches, `sum_u x_u^2 (1 - pi_u) / (d_v^2 pi_u)` plus the covariances of the inclusions, plus a
+# term for the subsampling when the cap binds. For small caches `pi_u ≈ rho d_u / mean degree`, so
+# the variance grows as `1 / rho`, and most for low-degree neighbours, which are rarely cached and
+# then weighted by `1 / pi_u`. Node-wise sampling's `K`-neighbour mean has variance
 # `sigma_v^2 (d_v - K) / (K (d_v - 1))`, zero when `d_v <= K`.
 
 # %%

@@ -4,18 +4,18 @@
 # Notebook 2 measured what the importance weights cost in variance. Here that variance meets
 # training: node-wise sampling (NS) and GNS with a 1 % cache, with the unbiased Horvitz-Thompson
 # weights (`ht`) and with the self-normalised ones (`hajek`, the library's default), train the
-# same GraphSAGE on Amazon Photo. Then `theory/`'s convergence check: the paper's claim that
+# same GraphSAGE on Amazon Photo. Then `gns_jax/theory/`'s convergence check: the paper's claim that
 # "with a cache of a proper size" GNS converges at NS's rate, tested on a sweep of horizons.
 
 # %%
 import dataclasses
-import json
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from gns_jax import TrainConfig, fit, load_dataset
+from gns_jax.theory.saved import read_json
 
 data = load_dataset("amazon_photo")
 base = TrainConfig(epochs=40, batch_size=1000, fanouts=(25, 10), lr=0.01, eval_every=1)
@@ -58,16 +58,17 @@ plt.show()
 # feature rows: on a graph this small a batch's 2-hop neighbourhood is much of the graph, so the
 # saving is smaller than on giant graphs (see `experiments/README.md`).
 #
-# ## The convergence claim, as `theory/` tests it
+# ## The convergence claim, as `gns_jax/theory/` tests it
 #
-# `python -m theory --full` runs plain SGD with the step `c / sqrt(T)` over a sweep of horizons
-# `T` and records `A(T)`, the mean of the exact training loss's squared gradient norm over a run
-# (`theory/convergence.py`). Non-convex SGD theory bounds it by `O(1 / sqrt(T))` down to a floor
-# set by the gradient's bias. GNS *matches NS* at a cache fraction when its `A(T)` stays within
-# NS's spread over seeds at every horizon. The report's figures, from `theory/full-run.json`:
+# `python -m gns_jax.theory --full` runs plain SGD with the step `c / sqrt(T)` over a sweep of
+# horizons `T` and records `A(T)`, the mean of the exact training loss's squared gradient norm over
+# a run (`gns_jax/theory/convergence.py`). Non-convex SGD theory bounds it by `O(1 / sqrt(T))` down
+# to a floor set by the gradient's bias. GNS *matches NS* at a cache fraction when its `A(T)` stays
+# within NS's spread over seeds at every horizon. The report's figures, from its run's compressed
+# JSON, `gns_jax/theory/full-run.json.xz`:
 
 # %%
-report = json.loads((Path("..") / "theory" / "full-run.json").read_text())
+report = read_json(Path("..") / "gns_jax" / "theory" / "full-run.json.xz")
 conv = report["convergence"]
 ns = conv["rows"][0]
 horizons = [p["horizon"] for p in ns["horizons"]]
@@ -104,12 +105,12 @@ for c in findings:
 # %% [markdown]
 # ## Takeaway
 #
-# Unbiasedness of the input aggregate is not what training needs. At the paper's 1 % cache, on
-# this graph, GNS trains well behind node-wise sampling with the unbiased Horvitz-Thompson
-# weights and with the self-normalised ones alike, and `theory/` finds no tested cache fraction,
-# up to 50 %, at which GNS's convergence stays within NS's spread at every horizon: its `A(T)` is
-# 2 to 5 times NS's at 1 % and within about 1.3 times from 10 % on. The paper's claim that a 1 %
-# cache converges like NS does not hold here. Where a 1 % cache is large in absolute terms (a
+# Unbiasedness of the input aggregate is not what training needs. At the paper's 1 % cache, on this
+# graph, GNS trains well behind node-wise sampling with the unbiased Horvitz-Thompson weights and
+# with the self-normalised ones alike, and `gns_jax/theory/` finds no tested cache fraction, up to
+# 50 %, at which GNS's convergence stays within NS's spread at every horizon: its `A(T)` is 2 to 5
+# times NS's at 1 % and within about 1.3 times from 10 % on. The paper's claim that a 1 % cache
+# converges like NS does not hold here. Where a 1 % cache is large in absolute terms (a
 # products-scale graph, whose 1 % is 24,000 nodes that nearly every node neighbours), the
 # self-normalised weights do train like NS (`experiments/README.md`): the proper cache size is a
 # property of the graph, not a fixed fraction.

@@ -1,0 +1,95 @@
+"""Defects put into the library on purpose, to show that each check can fail.
+
+A check exists to catch a defect; :func:`mutated` puts one in for the duration of a ``with``
+block (by replacing a library function at its module, where every caller looks it up), and the
+tests assert that the check's verdict flips. The defects:
+
+* ``drop-q``: the Horvitz-Thompson weights forget ``q_v = min(1, K / |N_C(v)|)``, the
+  probability that a cached neighbour survives the cap ``K`` (one of the official code's
+  variants): the aggregate is inflated by ``|N_C(v)| / K`` wherever the cap binds.
+* ``pi-mp``: the inclusion probability is taken as ``m p_u`` instead of ``1 - (1 - p_u)^m``
+  (right only when ``m p_u << 1``): the weights of frequently drawn nodes are too small.
+* ``small-cache``: the cache is drawn with ten times fewer draws than the weights assume.
+* ``first-k``: node-wise sampling takes the first ``K`` neighbours in storage order instead of a
+  uniform sample (Floyd's algorithm replaced), which biases every layer where ``d_v > K``.
+
+Nothing here is used outside the tests and ``python -m gns_jax.theory --mutate NAME``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import jax.numpy as jnp
+import numpy as np
+
+import gns_jax.cache as cache_lib
+import gns_jax.sampling.gns as gns_lib
+import gns_jax.sampling.nodewise as nodewise_lib
+
+__all__ = ["MUTATIONS", "mutated"]
+
+MUTATIONS = ("drop-q", "pi-mp", "small-cache", "first-k")
+
+
+def _weights_without_q(original):
+    def input_weights(kind, cache, topology, dst, nbrs, edge_mask, num_cached, max_fanout, *a):
+        if kind != "ht":
+            return original(kind, cache, topology, dst, nbrs, edge_mask, num_cached, max_fanout, *a)
+        safe = jnp.where(dst >= 0, dst, 0)
+        degree = (topology.indptr[safe + 1] - topology.indptr[safe]).astype(jnp.float32)[:, None]
+        pi = cache.inclusion_prob[jnp.where(edge_mask, nbrs, 0)]
+        weight = 1.0 / (jnp.maximum(degree, 1.0) * jnp.maximum(pi, 1e-30))
+        return jnp.where(edge_mask, weight, 0.0)
+
+    return input_weights
+
+
+def _linear_inclusion(p, num_draws):
+    return np.asarray(p, dtype=np.float64) * num_draws
+
+
+def _small_draw(original):
+    def draw_cache(rng, p, num_draws):
+        snapshot = original(rng, p, max(1, num_draws // 10))
+        padded = np.full(num_draws, -1, dtype=np.int32)
+        padded[: snapshot.num_cached] = snapshot.node_ids[: snapshot.num_cached]
+        small = snapshot.node_ids.shape[0]
+        slot_of = np.where(snapshot.slot_of < small, snapshot.slot_of, num_draws)
+        return cache_lib.CacheSnapshot(
+            padded,
+            snapshot.num_cached,
+            slot_of.astype(np.int32),
+            cache_lib.inclusion_probability(p, num_draws),  # the weights still assume m draws
+        )
+
+    return draw_cache
+
+
+def _first_k(key, degree, k):
+    columns = jnp.arange(k, dtype=jnp.int32)[None, :]
+    return jnp.broadcast_to(columns, (degree.shape[0], k))
+
+
+@contextlib.contextmanager
+def mutated(name: str | None):
+    """Runs the ``with`` block with the defect ``name`` in the library (None: no defect)."""
+    if name is None:
+        yield
+        return
+    if name not in MUTATIONS:
+        raise ValueError(f"unknown mutation {name!r} (known: {MUTATIONS})")
+    patches = {
+        "drop-q": [(gns_lib, "input_weights", _weights_without_q(gns_lib.input_weights))],
+        "pi-mp": [(cache_lib, "inclusion_probability", _linear_inclusion)],
+        "small-cache": [(cache_lib, "draw_cache", _small_draw(cache_lib.draw_cache))],
+        "first-k": [(nodewise_lib, "sample_without_replacement", _first_k)],
+    }[name]
+    saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
+    try:
+        for module, attr, value in patches:
+            setattr(module, attr, value)
+        yield
+    finally:
+        for module, attr, value in saved:
+            setattr(module, attr, value)

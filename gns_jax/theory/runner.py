@@ -1,0 +1,121 @@
+"""Runs the modules of :mod:`theory` and prints their verdicts, in one process or spread over
+several (``python -m gns_jax.theory --jobs N``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from gns_jax.theory import convergence, gradients, predict, unbiased, variance
+from gns_jax.theory.common import Check
+from gns_jax.theory.mutations import mutated
+
+__all__ = ["MODULES", "chains", "run", "run_parallel"]
+
+MODULES = {
+    "unbiased": unbiased,
+    "variance": variance,
+    "gradients": gradients,
+    "convergence": convergence,
+    "predict": predict,
+}
+
+
+def _print_check(check: Check) -> None:
+    # One write, so that the lines of two worker processes do not interleave within a check.
+    print(
+        f"[{check.verdict}] {check.claim}  ({check.module})\n"
+        f"       measured:  {check.measured}\n"
+        f"       criterion: {check.criterion}",
+        flush=True,
+    )
+
+
+def run(names, setting, *, quiet: bool = False, convergence: dict | None = None) -> dict:
+    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each.
+    ``convergence``: a saved sweep for ``predict`` to judge against when the chain does not run
+    one (``--convergence-from``)."""
+    results = {}
+    for name in names:
+        if not quiet:
+            print(f"-- {name} ({setting.name} setting)", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        if name == "predict":
+            sweep = results.get("convergence", convergence)
+            results[name] = predict.run(setting, convergence=sweep)
+        else:
+            results[name] = MODULES[name].run(setting)
+        results[name]["seconds"] = time.perf_counter() - start
+        if not quiet:
+            for check in results[name]["checks"]:
+                _print_check(check)
+            print(f"   ({results[name]['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    return results
+
+
+def _run_chain(names, setting, mutate, cache_dir=None, convergence=None):
+    """One worker's share: ``names`` in order, with ``mutate`` in force (a spawned process),
+    compiling through the persistent cache in ``cache_dir`` (None: as configured already)."""
+    if cache_dir is not None:
+        from gns_jax.cli import enable_compile_cache
+
+        enable_compile_cache(False, Path(cache_dir))
+    with mutated(mutate):
+        return run(names, setting, convergence=convergence)
+
+
+def chains(names, jobs: int) -> list[list[str]]:
+    """Splits the modules into at most ``jobs`` ordered chains that can run side by side.
+
+    ``predict`` reads ``convergence``'s measured sizes, so the two share a chain; the other
+    modules are dealt to the chains greedily by their default-setting cost (seconds, measured),
+    longest first.
+    """
+    cost = {"convergence": 190, "predict": 20, "gradients": 115, "variance": 40, "unbiased": 22}
+    units = [[n for n in ("convergence", "predict") if n in names]]
+    units += [[n] for n in names if n not in ("convergence", "predict")]
+    units = sorted((u for u in units if u), key=lambda u: -sum(cost[n] for n in u))
+    out: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(units))))]
+    for unit in units:
+        min(out, key=lambda c: sum(cost[n] for n in c)).extend(unit)
+    order = {n: i for i, n in enumerate(names)}
+    return [sorted(c, key=order.__getitem__) for c in out if c]
+
+
+def run_parallel(
+    names,
+    setting,
+    jobs: int,
+    mutate: str | None = None,
+    cache_dir: Path | None = None,
+    convergence: dict | None = None,
+) -> dict:
+    """:func:`run` with the modules spread over ``jobs`` processes (most of each module is
+    single-threaded Python driving small XLA calls, so two processes use two cores); the
+    results are those of a serial run (every module draws from its own fixed seeds). The
+    workers use JAX's persistent compilation cache in ``cache_dir`` (None: none)."""
+    import concurrent.futures
+    import multiprocessing
+
+    plan = chains(names, jobs)
+    if len(plan) == 1:
+        return _run_chain(names, setting, mutate, None, convergence)
+    context = multiprocessing.get_context("spawn")
+    # Each worker runs XLA's CPU kernels on its own thread: two workers with a thread pool each
+    # would oversubscribe the cores. The spawned processes read the variable when jax loads.
+    saved = os.environ.get("XLA_FLAGS")
+    os.environ["XLA_FLAGS"] = f"{saved or ''} --xla_cpu_multi_thread_eigen=false".strip()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(len(plan), mp_context=context) as pool:
+            n = len(plan)
+            args = (plan, [setting] * n, [mutate] * n, [cache_dir] * n, [convergence] * n)
+            parts = list(pool.map(_run_chain, *args))
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_FLAGS", None)
+        else:
+            os.environ["XLA_FLAGS"] = saved
+    merged = {k: v for part in parts for k, v in part.items()}
+    return {name: merged[name] for name in names}
