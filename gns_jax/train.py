@@ -509,7 +509,7 @@ def _metrics(
         },
         "feature_norm": norm,
         # cache-first upper layers weight 1/k over a selection that prefers cached neighbours:
-        # biased (theory/README.md measures by how much)
+        # biased (gns_jax/theory/README.md measures by how much)
         "biased_upper_layers": bool(config.sampler == "gns" and config.cache_first),
         "evaluation": None if evaluator is None else eval_mode,
         "resumed_from_step": resumed_from,
