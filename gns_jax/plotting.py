@@ -30,6 +30,7 @@ __all__ = [
     "figure_legend",
     "hbars",
     "legend",
+    "legend_columns",
     "scale_for",
     "style",
     "styles",
@@ -76,14 +77,17 @@ class Style:
     linewidth: float = 1.5
 
     def line(self, points: int | None = None) -> dict:
-        """Keywords of ``ax.plot`` for a line of ``points`` points: about eight markers on it."""
+        """Keywords of ``ax.plot`` for a line of ``points`` points: about eight markers on it,
+        starting at an offset that differs with the marker, so that series' markers do not all
+        fall on the same x."""
         every = max(1, points // 8) if points else 1
+        start = every * MARKERS.index(self.marker) // len(MARKERS) if self.marker in MARKERS else 0
         return {
             "color": self.color,
             "linestyle": self.linestyle,
             "linewidth": self.linewidth,
             "marker": self.marker,
-            "markevery": every,
+            "markevery": (start, every),
             "markersize": 4,
         }
 
@@ -209,13 +213,14 @@ def hbars(
 ) -> str:
     """One horizontal bar per label, top to bottom in ``labels``' order, on a linear axis from
     zero, each value written at its bar's end. Where the values span more than ``span`` times, a
-    point per label on a log axis instead, written likewise. Returns ``"bars"`` or ``"points"``."""
+    point per label on a log axis instead (a dotted guide from each label), written likewise.
+    Returns ``"bars"`` or ``"points"``."""
     y = list(range(len(labels)))[::-1]
     finite = [v for v in values if math.isfinite(v) and v > 0]
     wide = bool(finite) and max(finite) > span * min(finite)
     if wide:
         ax.scatter(values, y, color=list(colors), s=40, zorder=3)
-        ax.hlines(y, min(finite) / 2, values, colors=list(colors), linewidth=1, alpha=0.5)
+        ax.grid(axis="y", linestyle=":", linewidth=0.8)  # a guide from each label, no length
         ax.set_xscale("log")
         ax.set_xlim(min(finite) / 2, max(finite) * 6)
     else:

@@ -85,8 +85,10 @@ def test_line_and_point_keywords():
     s = plotting.style(3)
     kw = s.line(150)
     assert kw["color"] == s.color and kw["linestyle"] == s.linestyle
-    assert kw["marker"] == s.marker and kw["markevery"] == 18  # about eight markers
-    assert s.line()["markevery"] == 1
+    assert kw["marker"] == s.marker and kw["markevery"][1] == 18  # about eight markers
+    starts = {plotting.style(i).line(150)["markevery"][0] for i in range(9)}
+    assert len(starts) == 9 and all(0 <= x < 18 for x in starts)  # staggered along the x axis
+    assert s.line()["markevery"] == (0, 1)
     assert s.points() == {"color": s.color, "marker": s.marker}
 
 
