@@ -77,9 +77,7 @@ def table(results: list[dict]) -> list[str]:
     grouped = groups(results)
     lines = []
     for dataset in sorted({d for d, _ in grouped}):
-        labels = [lab for d, lab in grouped if d == dataset]
-        order = {lab: i for i, (lab, _) in enumerate(comparison() + ablations(100))}
-        labels.sort(key=lambda lab: order.get(lab, len(order)))
+        labels = _order([lab for d, lab in grouped if d == dataset])
         ns = grouped.get((dataset, "NS"))
         ns_time = mean_std([r["epoch_time_s"] for r in ns])[0] if ns else float("nan")
         lines += [
@@ -104,36 +102,42 @@ def table(results: list[dict]) -> list[str]:
     return lines
 
 
-def plot(results: list[dict], folder: Path) -> list[Path]:
-    """Accuracy against epoch time, rows moved per batch, validation accuracy against wall time."""
+def _order(labels) -> list[str]:
+    """The comparison's columns, then the ablations, as in the table."""
+    order = {lab: i for i, (lab, _) in enumerate(comparison() + ablations(100))}
+    return sorted(labels, key=lambda lab: (order.get(lab, len(order)), lab))
 
-    def draw(axes, dataset, labels, grouped):
-        for i, label in enumerate(labels):
+
+def plot(results: list[dict], folder: Path) -> list[Path]:
+    """Accuracy against epoch time, rows moved per batch, validation accuracy against wall time:
+    one colour and marker per configuration (the same in every dataset's figure), NS in black."""
+    from gns_jax.plotting import hbars, scale_for
+
+    def draw(axes, dataset, labels, grouped, palette):
+        times, rows = [], []
+        for label in labels:
             members = grouped[(dataset, label)]
-            color = "k" if label == "NS" else f"C{i % 10}"
+            style = palette[label]
             acc = [100 * r["test_accuracy"] for r in members]
-            axes[0].scatter([r["epoch_time_s"] for r in members], acc, color=color, label=label,
-                            s=20)  # fmt: skip
-            axes[1].barh(label, mean_std([r["h2d_rows_per_batch"] for r in members])[0],
-                         color=color)  # fmt: skip
+            times += [r["epoch_time_s"] for r in members]
+            axes[0].scatter([r["epoch_time_s"] for r in members], acc, label=label, s=30,
+                            zorder=3, **style.points())  # fmt: skip
+            rows.append(mean_std([r["h2d_rows_per_batch"] for r in members])[0])
             first = members[0]
             wall = np.cumsum([e["time_s"] + e.get("eval_time_s", 0.0) for e in first["epochs"]])
             val = [e.get("val_accuracy") for e in first["epochs"]]
             keep = [k for k, v in enumerate(val) if v is not None]
-            axes[2].plot(wall[keep], 100 * np.array([val[k] for k in keep]), "-", color=color,
-                         label=label, lw=2 if label == "NS" else 1)  # fmt: skip
-        axes[0].set_xscale("log")
+            axes[2].plot(wall[keep], 100 * np.array([val[k] for k in keep]), label=label,
+                         **style.line(len(keep)))  # fmt: skip
+        scale_for(axes[0], times)
         axes[0].set_xlabel("epoch time s (median, first epoch excluded)")
         axes[0].set_ylabel("test accuracy % (one point per seed)")
-        axes[0].figure.suptitle(dataset, fontsize=10)
-        axes[0].legend(fontsize=6)
-        axes[1].set_xscale("log")
-        axes[1].set_xlabel("feature rows host -> device per batch")
-        axes[1].tick_params(axis="y", labelsize=6)
+        hbars(axes[1], labels, rows, [palette[lab].color for lab in labels])
+        axes[1].set_xlabel("feature rows host -> device per batch (mean over seeds)")
         axes[2].set_xlabel("wall time s (training and evaluation; first seed)")
         axes[2].set_ylabel("validation accuracy %")
 
-    return plot_per_dataset(results, folder, 3, draw)
+    return plot_per_dataset(results, folder, 3, draw, _order, baselines=("NS",))
 
 
 def main(argv=None) -> int:

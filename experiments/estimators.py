@@ -137,30 +137,32 @@ def _val_curve(members: list[dict]) -> list[float]:
 
 
 def plot(results: list[dict], folder: Path) -> list[Path]:
-    """Validation accuracy against epoch, and test accuracy against rows moved."""
+    """Validation accuracy against epoch, and test accuracy against rows moved: one colour and
+    marker per configuration (the same in every dataset's figure), NS in black."""
+    from gns_jax.plotting import scale_for
 
-    def draw(axes, dataset, labels, grouped):
-        for i, label in enumerate(labels):
+    def draw(axes, dataset, labels, grouped, palette):
+        moved = []
+        for label in labels:
             members = grouped[(dataset, label)]
             curve = _val_curve(members)
-            color = "k" if label == "ns" else f"C{i % 10}"
-            axes[0].plot(np.arange(1, len(curve) + 1), 100 * np.array(curve), "-",
-                         color=color, lw=2 if label == "ns" else 1, label=label)  # fmt: skip
+            style = palette[label]
+            axes[0].plot(np.arange(1, len(curve) + 1), 100 * np.array(curve), label=label,
+                         **style.line(len(curve)))  # fmt: skip
             acc = [100 * r["test_accuracy"] for r in members]
             rows = [r["h2d_rows_per_batch"] for r in members]
-            axes[1].scatter(rows, acc, color=color, label=label, s=18)
+            moved += rows
+            axes[1].scatter(rows, acc, label=label, s=30, zorder=3, **style.points())
         axes[0].set_xlabel("epoch")
+        axes[0].xaxis.get_major_locator().set_params(integer=True)
         axes[0].set_ylabel("validation accuracy % (mean over seeds)")
-        axes[0].figure.suptitle(dataset, fontsize=10)
-        axes[0].legend(fontsize=6, ncol=2)
-        axes[1].set_xscale("log")
+        scale_for(axes[1], moved)
         axes[1].set_xlabel("feature rows host -> device per batch")
         axes[1].set_ylabel("test accuracy % (one point per seed)")
-        axes[1].legend(fontsize=6, ncol=2)
 
     order = lambda labels: sorted(labels, key=lambda lab: (lab != "ns", lab.split()[0],
-                                                           _fraction(lab)))  # fmt: skip
-    return plot_per_dataset(results, folder, 2, draw, order)
+                                                           _fraction(lab), lab))  # fmt: skip
+    return plot_per_dataset(results, folder, 2, draw, order, baselines=("ns",))
 
 
 def main(argv=None) -> int:

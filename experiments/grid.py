@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -159,22 +160,36 @@ def file_name(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(text).name)
 
 
-def plot_per_dataset(results: list[dict], folder: Path, panels: int, draw, order=sorted):
+def plot_per_dataset(
+    results: list[dict], folder: Path, panels: int, draw, order=sorted, baselines=()
+) -> list[Path]:
     """One figure of ``panels`` axes per dataset, ``folder/<dataset>.png`` (:func:`file_name`):
-    ``draw(axes, dataset, labels, grouped)`` fills it, ``order`` sorts its labels."""
+    ``draw(axes, dataset, labels, grouped, palette)`` fills it, ``order`` sorts its labels.
+
+    ``palette`` (:class:`gns_jax.plotting.Palette`) holds every label of ``results`` in
+    ``order``, ``baselines`` in black: a label has one colour and marker in every figure. The
+    dataset is the figure's title and one legend below the panels names every series."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gns_jax.plotting import Palette, figure_legend, legend_columns
+
     folder.mkdir(parents=True, exist_ok=True)
     grouped = groups(results)
+    palette = Palette(order(sorted({lab for _, lab in grouped})), baselines=baselines)
     paths = []
     for dataset in sorted({d for d, _ in grouped}):
         labels = order([lab for d, lab in grouped if d == dataset])
-        fig, axes = plt.subplots(1, panels, figsize=(5.3 * panels, 4.3))
-        draw(axes, dataset, labels, grouped)
-        fig.tight_layout()
+        width = 5.3 * panels
+        rows = math.ceil(len(labels) / legend_columns(labels, width))  # the legend's
+        fig, axes = plt.subplots(
+            1, panels, figsize=(width, 4.3 + 0.25 * rows), layout="constrained", squeeze=False
+        )
+        draw(axes[0], dataset, labels, grouped, palette)
+        fig.suptitle(dataset)
+        figure_legend(fig)
         path = folder / f"{file_name(dataset)}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)

@@ -189,3 +189,94 @@ def test_beyond_memory_compares_gns_and_ns_reads_from_a_saved_folder(tmp_path, c
     with pytest.raises(SystemExit):
         beyond_memory.main(["--dataset", str(tmp_path), "--out", str(out)])
     assert "not a saved dataset folder" in capsys.readouterr().err
+
+
+def _fake_result(dataset, label, seed, rows, **config):
+    epochs = [
+        {"time_s": 0.1, "eval_time_s": 0.01, "val_accuracy": 0.5 + 0.01 * k} for k in range(5)
+    ]
+    return {
+        "dataset": dataset,
+        "label": label,
+        "config": config | {"seed": seed},
+        "test_accuracy": 0.8 + 0.01 * seed,
+        "epoch_time_s": 0.1 + 0.01 * seed,
+        "h2d_rows_per_batch": rows,
+        "epochs": epochs,
+    }
+
+
+@pytest.fixture
+def drawn_figures(monkeypatch):
+    """The figures the experiments' plots draw, kept open to be inspected."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figures, close = [], plt.close
+    monkeypatch.setattr(plt, "close", figures.append)
+    yield figures
+    for fig in figures:
+        close(fig)
+
+
+def test_the_plots_give_each_series_one_colour_in_every_figure(tmp_path, drawn_figures):
+    from experiments import compare, estimators
+
+    configs = [
+        ("NS", 5239.0, {"sampler": "ns"}),
+        ("LADIES (512)", 908.0, {"sampler": "ladies", "ladies_nodes": 512}),
+        ("GNS", 1997.0, {"sampler": "gns"}),
+    ]
+    configs += [
+        (f"GNS cache {k}%", 1500.0 + k, {"sampler": "gns", "cache_fraction": k / 100})
+        for k in range(1, 13)
+    ]
+    results = [  # "a" lacks two GNS variants: the others keep their colours in its figure
+        _fake_result(dataset, label, seed, rows, **config)
+        for dataset in ("a", "b")
+        for label, rows, config in configs[: (13 if dataset == "a" else 15)]
+        for seed in (0, 1)
+    ]
+    paths = compare.plot(results, tmp_path / "compare")
+    assert [p.name for p in paths] == ["a.png", "b.png"] and all(p.is_file() for p in paths)
+    colours = []
+    for fig in drawn_figures:
+        scatter = fig.axes[0]
+        colours.append({c.get_label(): tuple(c.get_facecolor()[0]) for c in scatter.collections})
+        assert scatter.get_legend() is None and len(fig.legends) == 1  # one legend, below
+        texts = fig.legends[0].get_texts()
+        assert {t.get_fontsize() for t in texts} == {10.0}
+        assert [t.get_text() for t in texts[:3]] == ["LADIES (512)", "NS", "GNS"]  # the table's
+        bars = fig.axes[1]
+        assert bars.get_xscale() == "linear" and bars.get_xlim()[0] == 0
+        assert len(bars.patches) == len(texts) and len(bars.texts) == len(texts)  # annotated
+    a, b = colours
+    assert all(a[label] == b[label] for label in a)
+    assert len(set(b.values())) == len(b) == 15  # 15 series, 15 colours
+    assert matplotlib_hex(b["NS"]) == "#000000"
+
+    drawn_figures.clear()
+    gns = {"sampler": "gns", "gns_weights": "hajek"}
+    results = [
+        _fake_result("d", label, 0, rows, **config)
+        for label, rows, config in [
+            ("ns", 5239.0, {"sampler": "ns"}),
+            ("hajek 1%", 2000.0, gns | {"cache_fraction": 0.01}),
+            ("hajek 5%", 1900.0, gns | {"cache_fraction": 0.05}),
+        ]
+    ]
+    estimators.plot(results, tmp_path / "estimators")
+    (fig,) = drawn_figures
+    lines = {line.get_label(): line.get_color() for line in fig.axes[0].get_lines()}
+    assert lines["ns"] == "#000000" and len(set(lines.values())) == 3
+    assert fig.axes[1].get_xscale() == "linear"  # 1,900 to 5,239 rows: no log axis needed
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["ns", "hajek 1%", "hajek 5%"]
+
+
+def matplotlib_hex(rgba) -> str:
+    from matplotlib.colors import to_hex
+
+    return to_hex(rgba)
