@@ -25,8 +25,9 @@ from gns_jax.cache import (
     neighbour_sum,
     squared_row_norms,
 )
-from gns_jax.config import TrainConfig, prepare_features
+from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
+from gns_jax.factories import prepare_features
 
 
 def variance_table(dataset, fraction: float, dists=("degree", "min-variance")) -> list[dict]:

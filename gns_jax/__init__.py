@@ -9,65 +9,143 @@ The supported surface is listed in ``__all__``. Modules, from the data to the co
 * ``features``: the host feature store and the host -> device feature path;
 * ``loader``: one epoch's device-ready batches and the whole input side;
 * ``models``: Flax NNX GraphSAGE over blocks; ``evaluate``: exact and sampled inference;
-* ``config``: the options of a run and the factories that turn them into objects;
+* ``config``: the options of a run (no JAX: the command's ``--help`` imports only this);
+  ``factories``: the functions that turn them into the sampler, model, optimiser and loader;
 * ``train``: the train state, the pure train step and ``fit``; ``checkpoint``: orbax checkpoints;
 * ``instrument``: transfer, compilation and time counters, progress; ``cli``: the command.
 
 ``docs/`` explains the architecture and the algorithm.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 __version__ = "0.2.0"
 
-from gns_jax.cache import (
-    CacheSnapshot,
-    DeviceCache,
-    build_device_cache,
-    cache_distribution,
-    cache_size,
-    draw_cache,
-    inclusion_probability,
-)
-from gns_jax.checkpoint import Checkpointer, CheckpointWarning
-from gns_jax.config import (
-    TrainConfig,
-    make_loader,
-    make_model,
-    make_optimizer,
-    make_sampler,
-    prepare_features,
-)
-from gns_jax.data import Dataset, load_dataset, save_dataset, synthetic
-from gns_jax.errors import ConfigError, DatasetError, GnsJaxError, GraphError
-from gns_jax.evaluate import (
-    Evaluator,
-    ExactInference,
-    FullGraph,
-    full_inference,
-    sampled_inference,
-)
-from gns_jax.graph import CSRGraph, from_edges
-from gns_jax.instrument import TransferMeter
-from gns_jax.loader import Batch, DeviceBatch, Loader, LoaderState
-from gns_jax.models import GraphSAGE, SAGEConv
-from gns_jax.parallel import DataParallel, make_parallel_train_step
-from gns_jax.sampling import (
-    Block,
-    Budget,
-    GNSSampler,
-    LADIESSampler,
-    MiniBatch,
-    NodeWiseSampler,
-    Sampler,
-)
-from gns_jax.train import (
-    FitResult,
-    TrainState,
-    fit,
-    init_state,
-    load_model,
-    make_train_step,
-    train_step,
-)
+# Where each public name lives; imported on first use (PEP 562), so that ``import gns_jax`` and
+# ``gns-jax --help`` start without loading JAX. ``from gns_jax import fit`` works as usual.
+_WHERE = {
+    "Batch": "gns_jax.loader",
+    "Block": "gns_jax.sampling",
+    "Budget": "gns_jax.sampling",
+    "CSRGraph": "gns_jax.graph",
+    "CacheSnapshot": "gns_jax.cache",
+    "CheckpointWarning": "gns_jax.checkpoint",
+    "Checkpointer": "gns_jax.checkpoint",
+    "ConfigError": "gns_jax.errors",
+    "DataParallel": "gns_jax.parallel",
+    "Dataset": "gns_jax.data",
+    "DatasetError": "gns_jax.errors",
+    "DeviceBatch": "gns_jax.loader",
+    "DeviceCache": "gns_jax.cache",
+    "Evaluator": "gns_jax.evaluate",
+    "ExactInference": "gns_jax.evaluate",
+    "FitResult": "gns_jax.train",
+    "FullGraph": "gns_jax.evaluate",
+    "GNSSampler": "gns_jax.sampling",
+    "GnsJaxError": "gns_jax.errors",
+    "GraphError": "gns_jax.errors",
+    "GraphSAGE": "gns_jax.models",
+    "LADIESSampler": "gns_jax.sampling",
+    "Loader": "gns_jax.loader",
+    "LoaderState": "gns_jax.loader",
+    "MiniBatch": "gns_jax.sampling",
+    "NodeWiseSampler": "gns_jax.sampling",
+    "SAGEConv": "gns_jax.models",
+    "Sampler": "gns_jax.sampling",
+    "TrainConfig": "gns_jax.config",
+    "TrainState": "gns_jax.train",
+    "TransferMeter": "gns_jax.instrument",
+    "build_device_cache": "gns_jax.cache",
+    "cache_distribution": "gns_jax.cache",
+    "cache_size": "gns_jax.cache",
+    "draw_cache": "gns_jax.cache",
+    "fit": "gns_jax.train",
+    "from_edges": "gns_jax.graph",
+    "full_inference": "gns_jax.evaluate",
+    "inclusion_probability": "gns_jax.cache",
+    "init_state": "gns_jax.train",
+    "load_dataset": "gns_jax.data",
+    "load_model": "gns_jax.train",
+    "make_loader": "gns_jax.factories",
+    "make_model": "gns_jax.factories",
+    "make_optimizer": "gns_jax.factories",
+    "make_parallel_train_step": "gns_jax.parallel",
+    "make_sampler": "gns_jax.factories",
+    "make_train_step": "gns_jax.train",
+    "prepare_features": "gns_jax.factories",
+    "sampled_inference": "gns_jax.evaluate",
+    "save_dataset": "gns_jax.data",
+    "synthetic": "gns_jax.data",
+    "train_step": "gns_jax.train",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'gns_jax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerly
+    from gns_jax.cache import (
+        CacheSnapshot,
+        DeviceCache,
+        build_device_cache,
+        cache_distribution,
+        cache_size,
+        draw_cache,
+        inclusion_probability,
+    )
+    from gns_jax.checkpoint import Checkpointer, CheckpointWarning
+    from gns_jax.config import TrainConfig
+    from gns_jax.data import Dataset, load_dataset, save_dataset, synthetic
+    from gns_jax.errors import ConfigError, DatasetError, GnsJaxError, GraphError
+    from gns_jax.evaluate import (
+        Evaluator,
+        ExactInference,
+        FullGraph,
+        full_inference,
+        sampled_inference,
+    )
+    from gns_jax.factories import (
+        make_loader,
+        make_model,
+        make_optimizer,
+        make_sampler,
+        prepare_features,
+    )
+    from gns_jax.graph import CSRGraph, from_edges
+    from gns_jax.instrument import TransferMeter
+    from gns_jax.loader import Batch, DeviceBatch, Loader, LoaderState
+    from gns_jax.models import GraphSAGE, SAGEConv
+    from gns_jax.parallel import DataParallel, make_parallel_train_step
+    from gns_jax.sampling import (
+        Block,
+        Budget,
+        GNSSampler,
+        LADIESSampler,
+        MiniBatch,
+        NodeWiseSampler,
+        Sampler,
+    )
+    from gns_jax.train import (
+        FitResult,
+        TrainState,
+        fit,
+        init_state,
+        load_model,
+        make_train_step,
+        train_step,
+    )
 
 __all__ = [
     "Batch",

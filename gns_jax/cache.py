@@ -24,6 +24,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from gns_jax.config import DISTRIBUTIONS, check_cache_fraction
 from gns_jax.errors import ConfigError
 from gns_jax.gather import take_rows
 from gns_jax.graph import CSRGraph
@@ -45,13 +46,10 @@ __all__ = [
     "squared_row_norms",
 ]
 
-DISTRIBUTIONS = ("degree", "uniform", "random-walk", "min-variance")
-
 
 def cache_size(cache_fraction: float, num_nodes: int) -> int:
     """``m = ceil(cache_fraction * num_nodes)``, the number of draws; validates the fraction."""
-    if not (0 < cache_fraction <= 1) or math.isnan(cache_fraction):
-        raise ConfigError("cache_fraction", f"must lie in (0, 1], got {cache_fraction}")
+    check_cache_fraction(cache_fraction)
     return max(1, math.ceil(cache_fraction * num_nodes))
 
 

@@ -27,283 +27,148 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gns_jax.errors import ConfigError, GnsJaxError
 
 __all__ = ["build_parser", "command", "main"]
 
-# Library parameters whose flag is not ``--`` + the name with dashes.
-_FLAGS = {
-    "weights": "--gns-weights",
-    "cache_first_upper": "--cache-first",
-    "eval_mode": "--eval",
-    "checkpoint_dir": "--checkpoint-dir",
-}
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``gns-jax train: error: ... (--help lists the options)``,
+    exit status 2, instead of the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (`{self.prog} --help` lists the options)\n")
 
 
-def _flag(param: str) -> str:
-    return _FLAGS.get(param, "--" + param.replace("_", "-"))
+def _parse(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """An argparse type from a parse function raising ValueError (its message is kept)."""
 
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers such as 15,10,5, got '{text}'"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"every fan-out must be a positive integer, got '{text}'")
-    return values
-
-
-def _min_max(text: str) -> tuple[int, int]:
-    try:
-        lo, hi = (int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected MIN,MAX such as 0,10, got '{text}'") from None
-    if lo < 0 or hi < 1 or lo > hi:
-        raise argparse.ArgumentTypeError(f"need 0 <= MIN <= MAX and MAX >= 1, got '{text}'")
-    return lo, hi
-
-
-def _int_at_least(low: int):
-    def parse(text: str) -> int:
+    def convert(text: str) -> Any:
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got '{text}'") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
 
-    parse.__name__ = "positive integer" if low == 1 else "non-negative integer"
-    return parse
+    convert.__name__ = name
+    return convert
 
 
-_positive_int, _non_negative_int = _int_at_least(1), _int_at_least(0)
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"expected an integer, got '{text}'") from None
 
 
-def _comma(values) -> str:
-    return ",".join(str(v) for v in values)
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number, got '{text}'") from None
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def add_option(parser, name: str, *, required: bool = False, **override: Any) -> None:
+    """Adds the flag of :class:`~gns_jax.config.TrainConfig`'s field ``name`` to ``parser``,
+    from the field's metadata: its help, choices, parser and default (shown in the help). The
+    parsed namespace holds the option only when it was given (``argparse.SUPPRESS``), so a
+    ``--config`` file's values and the defaults stay where they are."""
+    import dataclasses
+    import typing
+
+    from gns_jax.config import TrainConfig, flag_of
+
+    field = next(f for f in dataclasses.fields(TrainConfig) if f.name == name)
+    meta, hint = field.metadata, typing.get_type_hints(TrainConfig)[name]
+    kwargs: dict[str, Any] = {"dest": name, "help": meta["help"], "default": argparse.SUPPRESS}
+    if not required and field.default is not None:  # a None default's help says what it means
+        kwargs["help"] += f" (default: {_shown(field.default)})"
+    if hint is bool:
+        kwargs["action"] = argparse.BooleanOptionalAction
+    else:
+        parse = meta.get("parse")
+        if parse is None:  # a scalar (or None): int, float or str
+            base = next(t for t in (int, float, str) if t == hint or t in typing.get_args(hint))
+            parse = {int: _integer, float: _number, str: str}[base]
+        kwargs["type"] = _parse(parse, meta.get("metavar") or parse.__name__)
+        for key in ("choices", "metavar"):
+            if meta.get(key):
+                kwargs[key] = meta[key]
+    kwargs.update(override)
+    parser.add_argument(flag_of(name), required=required, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from gns_jax import __version__
-    from gns_jax.cache import DISTRIBUTIONS
-    from gns_jax.config import EVAL_FANOUT, EVAL_MODES, SAMPLERS, TrainConfig
-    from gns_jax.loader import BUDGETS
-    from gns_jax.sampling.gns import WEIGHTS
+    """The command line. Imports no JAX: ``--help`` answers at once."""
+    import dataclasses
 
-    defaults = TrainConfig()
-    parser = argparse.ArgumentParser(
+    from gns_jax import __version__
+    from gns_jax.config import GROUPS, TrainConfig
+
+    parser = _Parser(
         prog="gns-jax", description="Global Neighbor Sampling for GNN training, in JAX."
     )
     parser.add_argument("--version", action="version", version=f"gns-jax {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    fmt = argparse.ArgumentDefaultsHelpFormatter
-    dataset_help = (
-        "a registered name (cora, citeseer, amazon_photo, amazon_computers, coauthor_cs, "
-        "facebook_pagepage, tolokers), synthetic:nodes=N,degree=D,features=F,classes=C"
-        "[,seed=S,homophily=H,signal=A,train=T,val=V,test=U], or a path to a dataset file or folder"
-    )
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     train = commands.add_parser(
         "train",
         help="train a GraphSAGE and report accuracy, epoch time and data movement",
-        formatter_class=fmt,
-    )
-    train.add_argument("--dataset", required=True, help=dataset_help)
-    train.add_argument(
-        "--data-dir", default=None, help="folder of the registered datasets (default: data/)"
-    )
-    train.add_argument("--sampler", default=defaults.sampler, choices=SAMPLERS, help="sampler")
-    train.add_argument("--epochs", type=_positive_int, default=defaults.epochs, help="epochs")
-    train.add_argument(
-        "--batch-size", type=_positive_int, default=defaults.batch_size, help="seeds per batch"
+        description="Every option is a field of gns_jax.TrainConfig; a run's JSON results "
+        "record them all, and --config RUN.json runs them again (options given here win).",
     )
     train.add_argument(
-        "--fanouts",
-        type=_int_list,
-        default=_comma(defaults.fanouts),
-        help="neighbours per node, from the output layer to the input layer; one layer each",
-    )
-    train.add_argument(
-        "--hidden", type=_positive_int, default=defaults.hidden, help="hidden layer width"
-    )
-    train.add_argument("--lr", type=float, default=defaults.lr, help="Adam learning rate")
-    train.add_argument(
-        "--weight-decay", type=float, default=defaults.weight_decay, help="L2 added to gradients"
-    )
-    train.add_argument("--dropout", type=float, default=defaults.dropout, help="dropout rate")
-    train.add_argument(
-        "--feature-norm",
-        choices=("auto", "row", "none"),
-        default=defaults.feature_norm,
-        help="row: divide each feature row by its L1 norm; auto: row for sparse non-negative "
-        "(bag-of-words) features, under 5%% non-zero; none otherwise",
-    )
-    gns = train.add_argument_group("GNS (--sampler gns)")
-    gns.add_argument(
-        "--cache-fraction",
-        type=float,
-        default=defaults.cache_fraction,
-        help="cache draws m = ceil(F * num_nodes), with replacement, deduplicated",
-    )
-    gns.add_argument(
-        "--cache-refresh",
-        type=_positive_int,
-        default=defaults.cache_refresh,
-        help="redraw the cache every R epochs",
-    )
-    gns.add_argument(
-        "--cache-dist",
-        choices=DISTRIBUTIONS,
-        default=defaults.cache_dist,
-        help="the distribution the cache is drawn from",
-    )
-    gns.add_argument(
-        "--input-fanout",
-        type=_min_max,
-        default=_comma(defaults.input_fanout),
-        help="MIN,MAX neighbours of the input layer, taken from the cache first",
-    )
-    gns.add_argument(
-        "--cache-first",
-        action="store_true",
-        help="upper layers take cached neighbours first and fill up uniformly from the rest; "
-        "their 1/k weights are then BIASED towards cached neighbours (theory/README.md gives "
-        "the measured size; the JSON says biased_upper_layers)",
-    )
-    gns.add_argument(
-        "--gns-weights",
-        choices=WEIGHTS,
-        default=defaults.gns_weights,
-        help="the input-layer estimator: ht (unbiased Horvitz-Thompson), hajek (HT "
-        "self-normalised), hajek-fallback (hajek; a node with no cached neighbour takes the "
-        "--input-fanout minimum of uniform neighbours instead), clipped (HT with 1/(pi q) clipped "
-        "at --weight-clip), minimum (the official code's biased q_v), none (plain mean), "
-        "heuristic (the official scripts' weights)",
-    )
-    gns.add_argument(
-        "--weight-clip",
-        type=float,
-        default=defaults.weight_clip,
-        help="clipped weights: a sampled cached neighbour stands for at most this many",
-    )
-    train.add_argument(
-        "--ladies-nodes",
-        type=_positive_int,
-        default=defaults.ladies_nodes,
-        help="LADIES (--sampler ladies): nodes sampled in every layer",
-    )
-    train.add_argument(
-        "--seed", type=_non_negative_int, default=defaults.seed, help="seed of every random stream"
-    )
-    train.add_argument(
-        "--split-seed",
-        type=_non_negative_int,
+        "--config",
         default=None,
-        help="seed of the random 20/30-per-class split (datasets without a stored split); "
-        "default: --seed",
+        metavar="RUN.json",
+        help="start from the options of this run's JSON results (or of a JSON object of "
+        "options); the flags given beside it change them",
     )
-    evaluation = train.add_argument_group("evaluation")
-    evaluation.add_argument(
-        "--eval-every",
-        type=_positive_int,
-        default=defaults.eval_every,
-        help="evaluate every N epochs (and after the last)",
-    )
-    evaluation.add_argument(
-        "--eval",
-        choices=EVAL_MODES,
-        default=defaults.eval_mode,
-        help="exact: full-neighbourhood inference over all nodes; sampled: the model on "
-        "node-wise sampled blocks of the validation and test nodes (--eval-fanouts); auto: exact",
-    )
-    evaluation.add_argument(
-        "--eval-fanouts",
-        type=_int_list,
+    groups = {title: train.add_argument_group(title) for title in GROUPS}
+    data_first = ("dataset", "data_dir", "split_seed")  # the data's options lead the help
+    for field in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.name not in data_first):
+        add_option(groups[field.metadata["group"]], field.name)
+    output = train.add_argument_group("output and processes")
+    output.add_argument(
+        "--out",
         default=None,
-        help=f"fan-outs of sampled evaluation, output layer first (default: {EVAL_FANOUT} per "
-        "layer)",
+        help="write the JSON results here (after every epoch, then when complete)",
     )
-    train.add_argument(
-        "--budget",
-        choices=BUDGETS,
-        default=defaults.budget,
-        help="static batch sizes: the exact worst case, or calibrated on the first batches "
-        "(overflows grow it and resample; auto: calibrated when it saves over 25%%)",
-    )
-    train.add_argument(
-        "--prefetch",
-        type=_non_negative_int,
-        default=defaults.prefetch,
-        help="batches the input thread prepares ahead while the device computes (0: no thread)",
-    )
-    dist = train.add_argument_group(
-        "several devices and hosts (data parallelism; --batch-size is the global batch)"
-    )
-    dist.add_argument(
-        "--devices",
-        default="1",
-        help="train data-parallel on N devices, or 'all' (default: 1; on a CPU, "
-        "XLA_FLAGS=--xla_force_host_platform_device_count=N makes N devices)",
-    )
-    dist.add_argument(
+    output.add_argument(
         "--coordinator",
         default=None,
         help="HOST:PORT of process 0, for several processes (one per host); with "
         "--num-processes and --process-id",
     )
-    dist.add_argument(
-        "--num-processes", type=_positive_int, default=None, help="processes taking part"
+    output.add_argument(
+        "--num-processes", type=_parse(_integer, "int"), default=None, help="processes taking part"
     )
-    dist.add_argument(
-        "--process-id", type=_non_negative_int, default=None, help="this process's index"
+    output.add_argument(
+        "--process-id", type=_parse(_integer, "int"), default=None, help="this process's index"
     )
-    ckpt = train.add_argument_group("checkpoints")
-    ckpt.add_argument(
-        "--checkpoint-dir",
-        default=None,
-        help="write checkpoints here (at every epoch's end and every --checkpoint-every batches)",
-    )
-    ckpt.add_argument(
-        "--checkpoint-every",
-        type=_non_negative_int,
-        default=defaults.checkpoint_every,
-        help="also checkpoint every N batches (0: at epoch ends only)",
-    )
-    ckpt.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from the latest valid checkpoint in --checkpoint-dir (same options)",
-    )
-    train.add_argument(
-        "--out",
-        default=None,
-        help="write the JSON results here (after every epoch, then when complete)",
-    )
-    _common(train)
+    _common(output)
 
     predict = commands.add_parser(
-        "predict",
-        help="write every node's predicted class from a training run's checkpoint",
-        formatter_class=fmt,
+        "predict", help="write every node's predicted class from a training run's checkpoint"
     )
     predict.add_argument("--checkpoint", required=True, help="a --checkpoint-dir of gns-jax train")
-    predict.add_argument("--dataset", required=True, help=f"the run's dataset: {dataset_help}")
-    predict.add_argument(
-        "--data-dir", default=None, help="folder of the registered datasets (default: data/)"
-    )
-    predict.add_argument(
-        "--split-seed",
-        type=_non_negative_int,
-        default=None,
-        help="the run's --split-seed (default: the --seed recorded in the checkpoint, which is "
-        "the training command's default split seed)",
+    add_option(predict, "dataset", required=True)
+    add_option(predict, "data_dir")
+    add_option(
+        predict,
+        "split_seed",
+        help="the run's --split-seed (default: the one recorded in the checkpoint)",
     )
     predict.add_argument(
         "--out", required=True, help="a .npy file: int32 [num_nodes], the predicted class"
@@ -313,25 +178,23 @@ def build_parser() -> argparse.ArgumentParser:
     save = commands.add_parser(
         "save",
         help="write a dataset (any --dataset, e.g. a synthetic graph) to a memory-mapped folder",
-        formatter_class=fmt,
     )
-    save.add_argument("--dataset", required=True, help=dataset_help)
-    save.add_argument("--data-dir", default=None, help="folder of the registered datasets")
-    save.add_argument(
-        "--split-seed", type=_non_negative_int, default=0, help="seed of a random split"
-    )
+    add_option(save, "dataset", required=True)
+    add_option(save, "data_dir")
+    add_option(save, "split_seed", help="seed of a random split (default: 0)")
     save.add_argument("--out", required=True, help="a new (or empty) folder")
     save.add_argument(
         "--feature-dtype",
         choices=("float32", "float16"),
         default="float32",
-        help="on-disk feature type (float16 halves the file and the rows moved to the device)",
+        help="on-disk feature type (float16 halves the file and the rows moved to the device; "
+        "default: float32)",
     )
     save.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 
 
-def _common(sub: argparse.ArgumentParser) -> None:
+def _common(sub) -> None:
     sub.add_argument("--quiet", action="store_true", help="no progress on stderr")
     sub.add_argument(
         "--no-compile-cache",
@@ -373,15 +236,22 @@ def check_output(path: str, option: str = "--out") -> Path:
     """Checks before any work that ``path`` can be written (atomically, beside itself)."""
     out = Path(path)
     if out.is_dir():
-        raise ConfigError(f"{option} {path}: is a folder, not a file")
+        raise ConfigError(None, f"{option} {path}: is a folder, not a file")
     folder = out.absolute().parent
     if not folder.is_dir():
-        raise ConfigError(f"{option} {path}: folder {folder} does not exist")
+        raise ConfigError(None, f"{option} {path}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"{option} {path}: folder {folder} is not writable")
+        raise ConfigError(None, f"{option} {path}: folder {folder} is not writable")
     if out.exists() and not os.access(out, os.W_OK):
-        raise ConfigError(f"{option} {path}: the file exists and is not writable")
+        raise ConfigError(None, f"{option} {path}: the file exists and is not writable")
     return out
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_atomically(path: Path, data: bytes, option: str = "--out") -> None:
@@ -390,6 +260,7 @@ def write_atomically(path: Path, data: bytes, option: str = "--out") -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 would ignore the user's umask
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -397,7 +268,7 @@ def write_atomically(path: Path, data: bytes, option: str = "--out") -> None:
         os.replace(tmp, path)
         tmp = None
     except OSError as e:
-        raise ConfigError(f"{option} {path}: cannot write ({e.strerror or e})") from None
+        raise ConfigError(None, f"{option} {path}: cannot write ({e.strerror or e})") from None
     finally:
         if tmp is not None:
             try:
@@ -427,45 +298,48 @@ def start_processes(args: argparse.Namespace) -> None:
 
 
 def _config(args: argparse.Namespace):
+    """The run's TrainConfig: ``--config``'s options (or the defaults), then the flags given,
+    validated once. ``--devices all`` becomes the count; the split seed defaults to the seed."""
+    import dataclasses
+
     from gns_jax.config import TrainConfig
-    from gns_jax.parallel import resolve_devices
 
-    return TrainConfig(
-        sampler=args.sampler,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        fanouts=tuple(args.fanouts),
-        hidden=args.hidden,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        dropout=args.dropout,
-        feature_norm=args.feature_norm,
-        seed=args.seed,
-        eval_every=args.eval_every,
-        eval_mode=args.eval,
-        eval_fanouts=None if args.eval_fanouts is None else tuple(args.eval_fanouts),
-        cache_fraction=args.cache_fraction,
-        cache_refresh=args.cache_refresh,
-        cache_dist=args.cache_dist,
-        input_fanout=tuple(args.input_fanout),
-        cache_first=args.cache_first,
-        gns_weights=args.gns_weights,
-        weight_clip=args.weight_clip,
-        ladies_nodes=args.ladies_nodes,
-        prefetch=args.prefetch,
-        budget=args.budget,
-        checkpoint_dir=args.checkpoint_dir,
-        checkpoint_every=args.checkpoint_every,
-        resume=args.resume,
-        devices=resolve_devices(args.devices),
-    ).validate()
+    base = TrainConfig() if args.config is None else TrainConfig.from_json(args.config)
+    given = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args
+    }
+    config = base.replace(**given)
+    if config.dataset is None:
+        raise ConfigError("dataset", "required: a dataset name, spec or path (or --config)")
+    if config.devices == "all" or config.devices != 1:
+        from gns_jax.parallel import resolve_devices
+
+        config = config.replace(devices=resolve_devices(config.devices))
+    if config.split_seed is None:
+        config = config.replace(split_seed=config.seed)
+    return config.validate()
 
 
-def _load(args, split_seed: int, quiet: bool):
+def _describe(config) -> str:
+    """The options that differ from the defaults, on one line."""
+    import dataclasses
+
+    from gns_jax.config import TrainConfig
+
+    default = TrainConfig()
+    changed = [
+        f"{f.name}={_shown(getattr(config, f.name))}"
+        for f in dataclasses.fields(config)
+        if getattr(config, f.name) != getattr(default, f.name)
+    ]
+    return "options: " + (" ".join(changed) if changed else "the defaults")
+
+
+def _load(spec: str, data_dir: str | None, split_seed: int, quiet: bool):
     from gns_jax.data import load_dataset
 
     start = time.perf_counter()
-    dataset = load_dataset(args.dataset, args.data_dir, split_seed=split_seed)
+    dataset = load_dataset(spec, data_dir, split_seed=split_seed)
     if not quiet:
         print(
             f"{dataset.name}: {dataset.num_nodes:,} nodes, {dataset.graph.num_edges // 2:,} edges, "
@@ -479,36 +353,41 @@ def _load(args, split_seed: int, quiet: bool):
 
 
 def run_train(args: argparse.Namespace) -> dict:
+    """``gns-jax train``: returns the JSON results (also written to ``--out``)."""
+    start_processes(args)
     import jax
 
     from gns_jax.train import fit
 
-    start_processes(args)
     config = _config(args)
-    split_seed = args.seed if args.split_seed is None else args.split_seed
     lead = jax.process_index() == 0  # with several processes, process 0 writes and reports
-    args.quiet = args.quiet or not lead
+    quiet = args.quiet or not lead
     out = check_output(args.out) if args.out is not None and lead else None
-    extra = {"dataset": args.dataset, "data_dir": args.data_dir, "split_seed": split_seed}
 
     def write(results: dict) -> None:
-        results = {**results, "config": results["config"] | extra}
         write_atomically(out, json.dumps(results, indent=1).encode())
 
     if out is not None:  # a run killed before its first epoch leaves no stale results behind
         write({"status": "starting", "config": config.to_json()})
-    dataset = _load(args, split_seed, args.quiet)
-    result = fit(dataset, config, quiet=args.quiet, on_epoch=write if out else None)
+    dataset = _load(config.dataset, config.data_dir, config.split_seed, quiet)
+    if not quiet:  # once, after the data loaded: a bad dataset stays a one-line error
+        print(_describe(config), file=sys.stderr)
+    result = fit(dataset, config, quiet=quiet, on_epoch=write if out else None)
     metrics = result.metrics
-    metrics["config"] |= extra
     if out is not None:
         write(metrics)
     if not lead:
         return metrics
+    best = metrics["best_epoch"]
     print(
         f"{dataset.name} {config.sampler} seed {config.seed}: test accuracy "
-        f"{metrics['test_accuracy']:.4f} (best validation {metrics['val_accuracy']:.4f} at epoch "
-        f"{metrics['best_epoch'] + 1}), epoch {metrics['epoch_time_s']:.3f}s, "
+        + (
+            "not evaluated"
+            if best is None
+            else f"{metrics['test_accuracy']:.4f} (best validation {metrics['val_accuracy']:.4f} "
+            f"at epoch {best})"
+        )
+        + f", epoch {metrics['epoch_time_s']:.3f}s, "
         f"{metrics['h2d_rows_per_batch']:,.0f} rows host->device per batch"
         + (f" (cache hit rate {metrics['cache_hit_rate']:.3f})" if config.sampler == "gns" else "")
         + f", peak memory {metrics['peak_rss_gib']:.1f} GiB"
@@ -523,20 +402,21 @@ def run_predict(args: argparse.Namespace) -> None:
     from flax import nnx
 
     from gns_jax.checkpoint import read_run
-    from gns_jax.config import eval_fanouts, prepare_features
-    from gns_jax.evaluate import Evaluator, supports_exact
+    from gns_jax.evaluate import Evaluator, resolve_eval_mode
+    from gns_jax.factories import eval_fanouts, prepare_features
     from gns_jax.train import load_model
 
     out = check_output(args.out)
     if out.suffix != ".npy":
-        raise ConfigError(f"--out {args.out}: must be a .npy file")
+        raise ConfigError(None, f"--out {args.out}: must be a .npy file")
     _, record = read_run(args.checkpoint)
-    split_seed = record["config"]["seed"] if args.split_seed is None else args.split_seed
-    dataset = _load(args, split_seed, args.quiet)
+    saved = record["config"]
+    split_seed = getattr(args, "split_seed", None)
+    if split_seed is None:  # the run's, as recorded (older runs: their seed, the default)
+        split_seed = saved["seed"] if saved.get("split_seed") is None else saved["split_seed"]
+    dataset = _load(args.dataset, getattr(args, "data_dir", None), split_seed, args.quiet)
     model, config, record = load_model(args.checkpoint, dataset)
-    mode = config.eval_mode
-    if mode == "auto":
-        mode = "exact" if supports_exact(model) else "sampled"
+    mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = Evaluator(
         dataset,
         prepare_features(dataset, config),
@@ -588,7 +468,9 @@ def run_save(args: argparse.Namespace) -> None:
                     file=sys.stderr,
                 )
             return
-    dataset = load_dataset(args.dataset, args.data_dir, split_seed=args.split_seed)
+    dataset = load_dataset(
+        args.dataset, getattr(args, "data_dir", None), split_seed=getattr(args, "split_seed", 0)
+    )
     loaded = time.perf_counter() - start
     save_dataset(dataset, args.out, feature_dtype=args.feature_dtype)
     if not args.quiet:
@@ -602,17 +484,15 @@ def run_save(args: argparse.Namespace) -> None:
 
 
 def command() -> int:
-    """The ``gns-jax`` program: restarts once with huge pages where that helps, then runs
-    :func:`main` on ``sys.argv`` (:mod:`gns_jax.hostmem`). Call :func:`main` from Python."""
-    from gns_jax.hostmem import restart_with_huge_pages
-
-    restart_with_huge_pages()
+    """The ``gns-jax`` program: :func:`main` on ``sys.argv``. Call :func:`main` from Python."""
     return main()
 
 
 def _message(error: GnsJaxError) -> str:
     if isinstance(error, ConfigError) and error.param:
-        return f"{_flag(error.param)}: {error.message}"
+        from gns_jax.config import flag_of
+
+        return f"{flag_of(error.param)}: {error.message}"
     return str(error)
 
 

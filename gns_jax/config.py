@@ -1,60 +1,139 @@
-"""The options of a training run, and the only place they become objects. Host-side.
+"""The options of a training run, in one place. Host-side; imports nothing beyond the standard
+library, so that ``gns-jax --help`` starts at once.
 
-:class:`TrainConfig` holds every option (the ``config`` of the JSON results); the factories below
-turn it into the sampler, the model, the optimiser and the loader that :func:`gns_jax.train.fit`
-uses, so a script that wants one of them with the command's defaults calls the same function.
+:class:`TrainConfig` holds every option of ``gns-jax train``: each field carries its default and,
+as field metadata, its help text, its command-line flag and its group. The command line is
+generated from these fields (:func:`gns_jax.cli.build_parser`; no option is copied by hand),
+:meth:`TrainConfig.from_json` reads the ``config`` of a run's JSON results back (``gns-jax train
+--config run.json`` reproduces that run), and :meth:`TrainConfig.validate` is the one place where
+the rules on the options live: an impossible value raises one
+:class:`~gns_jax.errors.ConfigError` naming the option.
+
+The allowed values of the options (samplers, estimators, budgets, cache distributions) are
+defined here; the modules that use them import them from here. The factories that turn a config
+into objects (sampler, model, optimiser, loader) are in :mod:`gns_jax.factories`
+(``gns_jax.make_sampler`` and the other names of ``gns_jax.__all__`` are unchanged).
+
 Fan-outs are listed from the output layer to the input layer, everywhere.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
-from collections.abc import Callable
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
-import jax
-import numpy as np
-import optax
-from flax import nnx
-
-from gns_jax.cache import DISTRIBUTIONS, cache_size
-from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
-from gns_jax.features import normalize_rows
-from gns_jax.instrument import TransferMeter
-from gns_jax.loader import BUDGETS, Loader
-from gns_jax.models import GraphSAGE
-from gns_jax.parallel import DataParallel
-from gns_jax.sampling.base import Sampler
-from gns_jax.sampling.gns import WEIGHT_CLIP, WEIGHTS, GNSSampler
-from gns_jax.sampling.ladies import LADIESSampler
-from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
+    "BUDGETS",
+    "DISTRIBUTIONS",
+    "EVAL_FANOUT",
     "EVAL_MODES",
+    "FEATURE_NORMS",
+    "RESUMABLE",
     "SAMPLERS",
+    "WEIGHTS",
+    "WEIGHT_CLIP",
     "TrainConfig",
-    "feature_norm",
-    "make_loader",
-    "make_model",
-    "make_optimizer",
-    "make_sampler",
-    "prepare_features",
+    "check_estimator",
+    "flag_of",
+    "parse_devices",
+    "parse_ints",
+    "parse_min_max",
 ]
 
 SAMPLERS = ("gns", "ns", "ladies")
 EVAL_MODES = ("auto", "exact", "sampled")
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
+FEATURE_NORMS = ("auto", "row", "none")
+BUDGETS = ("auto", "calibrated", "worst")
+DISTRIBUTIONS = ("degree", "uniform", "random-walk", "min-variance")
+# The input-layer estimators of GNS (gns_jax.sampling.gns; docs/algorithm.md derives them).
+WEIGHTS = (
+    "ht",
+    "hajek",
+    "hajek-scaled",
+    "hajek-fallback",
+    "clipped",
+    "exact",
+    "minimum",
+    "none",
+    "heuristic",
+)
+WEIGHT_CLIP = 10.0  # default bound of the clipped weights' inverse probability
+MAX_SEED = 2**63 - 1  # jax.random.key takes a signed 64-bit seed
+# Estimators whose weights are defined only over cached neighbours: no uniform top-up.
+CACHE_ONLY_WEIGHTS = ("ht", "hajek", "hajek-scaled", "clipped", "minimum")
+
+DATASET_HELP = (
+    "a registered name (cora, citeseer, amazon_photo, amazon_computers, coauthor_cs, "
+    "facebook_pagepage, tolokers), synthetic:nodes=N,degree=D,features=F,classes=C"
+    "[,seed=S,homophily=H,signal=A,train=T,val=V,test=U], or a path to a dataset file or folder"
+)
+
+# Command-line groups, in the order ``--help`` shows them.
+GROUPS = (
+    "data",
+    "training",
+    "GNS (--sampler gns)",
+    "LADIES (--sampler ladies)",
+    "evaluation",
+    "input pipeline",
+    "checkpoints",
+    "several devices (data parallelism; --batch-size is the global batch)",
+)
+
+
+def parse_ints(text: str) -> tuple[int, ...]:
+    """``"15,10,5"`` -> ``(15, 10, 5)``; the values are checked by :meth:`TrainConfig.validate`."""
+    try:
+        return tuple(int(v) for v in str(text).split(","))
+    except ValueError:
+        raise ValueError(
+            f"expected comma-separated integers such as 15,10,5, got '{text}'"
+        ) from None
+
+
+def parse_min_max(text: str) -> tuple[int, int]:
+    """``"0,10"`` -> ``(0, 10)``."""
+    values = parse_ints(text)
+    if len(values) != 2:
+        raise ValueError(f"expected MIN,MAX such as 0,10, got '{text}'")
+    return values
+
+
+def parse_devices(text: str) -> int | str:
+    """A device count, or ``"all"`` (resolved against the devices present by the command)."""
+    if str(text) == "all":
+        return "all"
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"a positive integer or 'all', got '{text}'") from None
+
+
+def _option(default: Any, help: str, group: str, **cli: Any) -> Any:
+    """A field with its help text and command-line details (``flag``, ``parse``, ``metavar``)."""
+    assert group in GROUPS, group
+    return dataclasses.field(default=default, metadata={"help": help, "group": group, **cli})
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
-    """Every option of a training run (the ``config`` of the JSON results).
+    """Every option of a training run (the ``config`` of the JSON results, ``docs/results.md``).
 
-    ``fanouts`` are listed from the output layer to the input layer, as on the command line
-    (PyG's ``num_neighbors`` order); the model has ``len(fanouts)`` layers. With GNS the input
-    layer's entry is replaced by ``input_fanout = (min, max)``, taken from the cache; LADIES
-    samples ``ladies_nodes`` nodes in every layer instead.
+    ``TrainConfig()`` is the command's default run; each field's help (``gns-jax train --help``)
+    says what it does. ``fanouts`` are listed from the output layer to the input layer, as on the
+    command line (PyG's ``num_neighbors`` order); the model has ``len(fanouts)`` layers. With GNS
+    the input layer's entry is replaced by ``input_fanout = (min, max)``, taken from the cache;
+    LADIES samples ``ladies_nodes`` nodes in every layer instead.
 
     ``budget`` sets the static sizes of a batch: ``worst`` is the exact worst case (no batch can
     overflow it); ``calibrated`` sizes each layer from the real sizes of the first batches
@@ -74,90 +153,187 @@ class TrainConfig:
 
     ``devices``: data-parallel training over this many devices (:mod:`gns_jax.parallel`);
     ``batch_size`` is the global batch, one equal shard a device, so it must divide evenly.
+
+    ``dataset``, ``data_dir`` and ``split_seed`` name the data a run read (the command fills
+    them; :func:`gns_jax.train.fit` takes the loaded dataset itself and only records them).
     """
 
-    sampler: str = "gns"
-    epochs: int = 100
-    batch_size: int = 1000
-    fanouts: tuple[int, ...] = (15, 10, 5)
-    hidden: int = 256
-    lr: float = 0.003
-    weight_decay: float = 5e-4
-    dropout: float = 0.5
-    feature_norm: str = "auto"
-    seed: int = 0
-    eval_every: int = 1
-    eval_mode: str = "auto"
-    eval_fanouts: tuple[int, ...] | None = None
-    cache_fraction: float = 0.01
-    cache_refresh: int = 1
-    cache_dist: str = "degree"
-    input_fanout: tuple[int, int] = (0, 10)
-    cache_first: bool = False
-    gns_weights: str = "hajek"  # the measured choice: docs/algorithm.md, experiments/README.md
-    ladies_nodes: int = 512
-    weight_clip: float = WEIGHT_CLIP
-    prefetch: int = 2
-    budget: str = "auto"
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 0
-    resume: bool = False
-    devices: int = 1
+    sampler: str = _option("gns", "the sampler", "training", choices=SAMPLERS)
+    epochs: int = _option(100, "training epochs", "training")
+    batch_size: int = _option(1000, "seed nodes per batch", "training")
+    fanouts: tuple[int, ...] = _option(
+        (15, 10, 5),
+        "neighbours per node, from the output layer to the input layer; one layer each",
+        "training",
+        parse=parse_ints,
+        metavar="K,K,...",
+    )
+    hidden: int = _option(256, "hidden layer width", "training")
+    lr: float = _option(0.003, "Adam learning rate", "training")
+    weight_decay: float = _option(5e-4, "L2 regularisation added to the gradients", "training")
+    dropout: float = _option(0.5, "dropout rate", "training")
+    feature_norm: str = _option(
+        "auto",
+        "row: divide each feature row by its L1 norm; auto: row for sparse non-negative "
+        "(bag-of-words) features, under 5%% non-zero; none: the features as stored",
+        "data",
+        choices=FEATURE_NORMS,
+    )
+    seed: int = _option(0, "seed of every random stream", "training")
+    eval_every: int = _option(1, "evaluate every N epochs (and after the last)", "evaluation")
+    eval_mode: str = _option(
+        "auto",
+        "exact: full-neighbourhood inference over all nodes; sampled: the model on node-wise "
+        "sampled blocks of the validation and test nodes (--eval-fanouts); auto: exact when the "
+        "model offers it",
+        "evaluation",
+        choices=EVAL_MODES,
+        flag="--eval",
+    )
+    eval_fanouts: tuple[int, ...] | None = _option(
+        None,
+        f"fan-outs of sampled evaluation, output layer first (unset: {EVAL_FANOUT} per layer)",
+        "evaluation",
+        parse=parse_ints,
+        metavar="K,K,...",
+    )
+    cache_fraction: float = _option(
+        0.01,
+        "the cache draws m = ceil(F * num_nodes) nodes, with replacement, deduplicated",
+        "GNS (--sampler gns)",
+        metavar="F",
+    )
+    cache_refresh: int = _option(1, "redraw the cache every R epochs", "GNS (--sampler gns)")
+    cache_dist: str = _option(
+        "degree",
+        "the distribution the cache is drawn from",
+        "GNS (--sampler gns)",
+        choices=DISTRIBUTIONS,
+    )
+    input_fanout: tuple[int, int] = _option(
+        (0, 10),
+        "MIN,MAX neighbours of the input layer, taken from the cache first",
+        "GNS (--sampler gns)",
+        parse=parse_min_max,
+        metavar="MIN,MAX",
+    )
+    cache_first: bool = _option(
+        False,
+        "upper layers take cached neighbours first and fill up uniformly from the rest; their "
+        "1/k weights are then BIASED towards cached neighbours (the JSON says "
+        "biased_upper_layers)",
+        "GNS (--sampler gns)",
+    )
+    gns_weights: str = _option(
+        "hajek",
+        "the input-layer estimator: ht (unbiased Horvitz-Thompson), hajek (HT self-normalised), "
+        "hajek-scaled (hajek rescaled by the sampled share of the degree), hajek-fallback "
+        "(hajek; a node with no cached neighbour takes the --input-fanout minimum of uniform "
+        "neighbours instead), clipped (HT with 1/(pi q) clipped at --weight-clip), exact (the "
+        "exact neighbour mean, a reference), minimum (the official code's biased q_v), none "
+        "(plain mean), heuristic (the official scripts' weights)",
+        "GNS (--sampler gns)",
+        choices=WEIGHTS,
+    )
+    weight_clip: float = _option(
+        WEIGHT_CLIP,
+        "clipped weights: a sampled cached neighbour stands for at most this many",
+        "GNS (--sampler gns)",
+    )
+    ladies_nodes: int = _option(512, "nodes sampled in every layer", "LADIES (--sampler ladies)")
+    prefetch: int = _option(
+        2,
+        "batches the input thread prepares ahead while the device computes (0: no thread)",
+        "input pipeline",
+    )
+    budget: str = _option(
+        "auto",
+        "static batch sizes: worst, the exact worst case; calibrated on the first batches "
+        "(overflows grow it and resample); auto: calibrated when it saves over 25%%",
+        "input pipeline",
+        choices=BUDGETS,
+    )
+    checkpoint_dir: str | None = _option(
+        None,
+        "write checkpoints here (at every epoch's end and every --checkpoint-every batches)",
+        "checkpoints",
+        metavar="DIR",
+    )
+    checkpoint_every: int = _option(
+        0, "also checkpoint every N batches (0: at epoch ends only)", "checkpoints"
+    )
+    resume: bool = _option(
+        False,
+        "continue from the latest valid checkpoint in --checkpoint-dir (same options)",
+        "checkpoints",
+    )
+    devices: int = _option(
+        1,
+        "train data-parallel on N devices, or 'all' (on a CPU, "
+        "XLA_FLAGS=--xla_force_host_platform_device_count=N makes N devices)",
+        "several devices (data parallelism; --batch-size is the global batch)",
+        parse=parse_devices,
+        metavar="N",
+    )
+    dataset: str | None = _option(
+        None,
+        DATASET_HELP + " (gns-jax train: required unless --config names it)",
+        "data",
+        metavar="NAME|PATH",
+    )
+    data_dir: str | None = _option(
+        None, "folder of the registered datasets (unset: data/)", "data", metavar="DIR"
+    )
+    split_seed: int | None = _option(
+        None,
+        "seed of the random 20/30-per-class split of datasets without a stored split "
+        "(unset: --seed)",
+        "data",
+    )
+
+    # -- the rules ----------------------------------------------------------------------------
 
     def validate(self) -> TrainConfig:
-        """Raises ConfigError naming the option when a value is impossible."""
+        """Returns ``self``, or raises ConfigError naming the first impossible option."""
+        for f in dataclasses.fields(self):
+            _check_type(f.name, getattr(self, f.name), _hints()[f.name])
         if self.sampler not in SAMPLERS:
             raise ConfigError("sampler", f"unknown sampler '{self.sampler}' (known: {SAMPLERS})")
-        for name, fanouts in (("fanouts", self.fanouts), ("eval_fanouts", self.eval_fanouts)):
-            if fanouts is None and name == "eval_fanouts":
-                continue
-            if not fanouts or any(int(f) < 1 for f in fanouts):
+        for name in ("fanouts", "eval_fanouts"):
+            fanouts = getattr(self, name)
+            if fanouts is not None and (not fanouts or min(fanouts) < 1):
                 raise ConfigError(name, f"every fan-out must be a positive integer, got {fanouts}")
         if self.eval_fanouts is not None and len(self.eval_fanouts) != len(self.fanouts):
             raise ConfigError(
                 "eval_fanouts",
                 f"one per layer: {len(self.fanouts)} (as fanouts), got {len(self.eval_fanouts)}",
             )
-        for name in (
-            "epochs",
-            "batch_size",
-            "hidden",
-            "eval_every",
-            "cache_refresh",
-            "ladies_nodes",
-            "devices",
-        ):
-            if int(getattr(self, name)) < 1:
+        positive = ("epochs", "batch_size", "hidden", "eval_every", "cache_refresh")
+        for name in (*positive, "ladies_nodes", "devices"):
+            if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be a positive integer, got {getattr(self, name)}")
-        for name in ("seed", "prefetch", "checkpoint_every"):
-            if int(getattr(self, name)) < 0:
-                raise ConfigError(name, f"must be >= 0, got {getattr(self, name)}")
+        for name in ("seed", "split_seed", "prefetch", "checkpoint_every"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ConfigError(name, f"must be >= 0, got {value}")
+        for name in ("seed", "split_seed"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_SEED:
+                raise ConfigError(name, f"must be at most 2**63 - 1, got {value}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ConfigError("lr", f"must be a positive number, got {self.lr}")
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
             raise ConfigError("weight_decay", f"must be >= 0, got {self.weight_decay}")
         if not 0 <= self.dropout < 1:
             raise ConfigError("dropout", f"must lie in [0, 1), got {self.dropout}")
-        if self.feature_norm not in ("auto", "row", "none"):
-            raise ConfigError("feature_norm", f"auto, row or none, got '{self.feature_norm}'")
-        if self.eval_mode not in EVAL_MODES:
-            raise ConfigError("eval_mode", f"one of {EVAL_MODES}, got '{self.eval_mode}'")
-        cache_size(self.cache_fraction, 1)  # validates the fraction
-        if self.cache_dist not in DISTRIBUTIONS:
-            raise ConfigError(
-                "cache_dist", f"unknown distribution '{self.cache_dist}' (known: {DISTRIBUTIONS})"
-            )
-        lo, hi = self.input_fanout
-        if lo < 0 or hi < 1 or lo > hi:
-            raise ConfigError(
-                "input_fanout", f"need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
-            )
-        if self.budget not in BUDGETS:
-            raise ConfigError("budget", f"one of {BUDGETS}, got '{self.budget}'")
+        _check_choice("feature_norm", self.feature_norm, FEATURE_NORMS)
+        _check_choice("eval_mode", self.eval_mode, EVAL_MODES)
+        check_cache_fraction(self.cache_fraction)
+        _check_choice("cache_dist", self.cache_dist, DISTRIBUTIONS)
+        _check_choice("budget", self.budget, BUDGETS)
         if not (self.weight_clip > 0 and math.isfinite(self.weight_clip)):
             raise ConfigError("weight_clip", f"must be a positive number, got {self.weight_clip}")
-        if self.gns_weights not in WEIGHTS:
-            raise ConfigError("gns_weights", f"unknown '{self.gns_weights}' (known: {WEIGHTS})")
+        check_estimator(self.gns_weights, self.input_fanout, ("gns_weights", "input_fanout"))
         if self.batch_size % self.devices:
             raise ConfigError(
                 "batch_size",
@@ -167,109 +343,163 @@ class TrainConfig:
             raise ConfigError("resume", "needs a checkpoint_dir to resume from")
         return self
 
+    # -- JSON ---------------------------------------------------------------------------------
+
     def to_json(self) -> dict:
         """The options as JSON-ready values (tuples become lists)."""
-        return dataclasses.asdict(self)
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def from_json(cls, source: str | Path | Mapping[str, Any]) -> TrainConfig:
+        """The config of a run: a run's JSON results file (its ``config``), a file holding the
+        options alone, or such a mapping. Options it does not name keep their defaults; an
+        unknown option, or a value of the wrong type, raises ConfigError naming it."""
+        where = "config"
+        if isinstance(source, Mapping):
+            data = source
+        else:
+            where = str(source)
+            try:
+                data = json.loads(Path(source).read_text())
+            except OSError as e:
+                raise ConfigError("config", f"{source}: cannot read ({e.strerror or e})") from None
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ConfigError("config", f"{source}: not a JSON file ({e})") from None
+        if isinstance(data, Mapping) and isinstance(data.get("config"), Mapping):
+            data = data["config"]  # a run's results: its resolved options
+        if not isinstance(data, Mapping):
+            raise ConfigError("config", f"{where}: expected a JSON object of options")
+        hints = _hints()
+        unknown = sorted(set(data) - set(hints))
+        if unknown:
+            raise ConfigError(
+                "config", f"{where}: unknown option(s) {', '.join(unknown)} (not a gns-jax run?)"
+            )
+        values = {}
+        for name, value in data.items():
+            if isinstance(value, list):
+                value = tuple(value)
+            try:
+                _check_type(name, value, hints[name])
+            except ConfigError as e:
+                raise ConfigError("config", f"{where}: {e}") from None
+            values[name] = value
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> TrainConfig:
+        """A copy with ``changes`` (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
 
 
 # Options that may differ between a checkpointed run and its resumption: they change no number.
-RESUMABLE = ("epochs", "prefetch", "checkpoint_dir", "checkpoint_every", "resume")
+RESUMABLE = (
+    "epochs",
+    "prefetch",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "resume",
+    "dataset",
+    "data_dir",
+)
 
 
-def feature_norm(dataset: Dataset, config: TrainConfig) -> str:
-    """The feature normalisation a run uses: ``row`` or ``none``.
+# Library parameters named otherwise than the option they come from.
+_OPTION_OF = {"weights": "gns_weights", "cache_first_upper": "cache_first"}
 
-    ``auto`` row-normalises sparse non-negative (bag-of-words) features, under 5 % non-zero, as
-    PyG's ``NormalizeFeatures`` is used for Planetoid and Coauthor; it keeps dense features as
-    stored, and memory-mapped ones too (normalising would load them whole).
+
+def flag_of(name: str) -> str:
+    """The command-line flag of an option (``eval_mode`` -> ``--eval``), or of the library
+    parameter that an option sets (``weights`` -> ``--gns-weights``)."""
+    name = _OPTION_OF.get(name, name)
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    if name in fields and fields[name].metadata.get("flag"):
+        return fields[name].metadata["flag"]
+    return "--" + name.replace("_", "-")
+
+
+def check_cache_fraction(fraction: float) -> None:
+    if not (0 < fraction <= 1):  # NaN fails too
+        raise ConfigError("cache_fraction", f"must lie in (0, 1], got {fraction}")
+
+
+def check_estimator(
+    weights: str,
+    input_fanout: tuple[int, int],
+    names: tuple[str, str] = ("weights", "input_fanout"),
+) -> tuple[int, int]:
+    """The rule tying GNS's input-layer estimator to its fan-out ``(min, max)``; returns it.
+
+    The estimators defined over cached neighbours alone take no uniform top-up (min 0);
+    ``hajek-fallback`` needs one (min >= 1: what a node with no cached neighbour takes).
+    ``names``: the two options' names in the caller (the library's or the config's).
     """
-    mapped = isinstance(dataset.features, np.memmap)
-    if config.feature_norm == "row" and mapped:
+    weights_name, fanout_name = names
+    _check_choice(weights_name, weights, WEIGHTS)
+    lo, hi = (int(v) for v in input_fanout)
+    if lo < 0 or hi < 1 or lo > hi:
+        raise ConfigError(fanout_name, f"need 0 <= min <= max and max >= 1, got min={lo}, max={hi}")
+    if weights in CACHE_ONLY_WEIGHTS and lo > 0:
         raise ConfigError(
-            "feature_norm",
-            "row: the features are memory-mapped from disk and are used as stored; normalise "
-            "them before `gns-jax save`, or use none",
+            fanout_name,
+            f"{weights} weights need an input-layer minimum of 0 (top-ups from non-cached "
+            "neighbours have no inclusion probability)",
         )
-    if config.feature_norm != "auto":
-        return config.feature_norm
-    if mapped:
-        return "none"
-    x = dataset.features
-    sparse = np.count_nonzero(x) < 0.05 * x.size
-    return "row" if sparse and x.min() >= 0 else "none"
+    if weights == "hajek-fallback" and lo == 0:
+        raise ConfigError(
+            fanout_name,
+            "hajek-fallback weights need an input-layer minimum of at least 1: the number of "
+            "uniform neighbours a node with no cached neighbour takes (e.g. 10,10)",
+        )
+    return lo, hi
 
 
-def prepare_features(dataset: Dataset, config: TrainConfig) -> np.ndarray:
-    """The feature matrix a run reads: ``dataset.features``, row-normalised if configured."""
-    if feature_norm(dataset, config) == "row":
-        return normalize_rows(dataset.features)
-    return dataset.features
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(name, f"unknown '{value}' (known: {', '.join(choices)})")
 
 
-def batch_size(dataset: Dataset, config: TrainConfig) -> int:
-    """``config.batch_size``, capped at the number of training nodes (one batch may hold all)."""
-    return min(config.batch_size, int(dataset.train_idx.shape[0]))
+@functools.cache
+def _hints() -> dict[str, Any]:
+    """The fields' types (the annotations are strings until resolved)."""
+    return typing.get_type_hints(TrainConfig)
 
 
-def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None) -> Sampler:
-    """The sampler of ``config.sampler``, at its worst-case budget, for one device's shard of a
-    batch (the whole batch on one device)."""
-    size = -(-batch_size(dataset, config) // config.devices) if size is None else size
-    if config.sampler == "ns":
-        return NodeWiseSampler(dataset.graph, config.fanouts, size)
-    if config.sampler == "ladies":  # the same nodes in every layer, one layer per fan-out
-        return LADIESSampler(dataset.graph, (config.ladies_nodes,) * len(config.fanouts), size)
-    return GNSSampler(
-        dataset.graph,
-        config.fanouts,
-        size,
-        cache_size(config.cache_fraction, dataset.num_nodes),
-        input_fanout=config.input_fanout,
-        cache_first_upper=config.cache_first,
-        weights=config.gns_weights,
-        weight_clip=config.weight_clip,
-    )
+def _check_type(name: str, value: Any, hint: Any) -> None:
+    """Raises ConfigError unless ``value`` has the field's type (bool is no int; an int is a
+    float; tuples hold ints)."""
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    for option in options:
+        if _is(value, option):
+            return
+    expected = " or ".join(_describe(o) for o in options)
+    raise ConfigError(name, f"expected {expected}, got {value!r}")
 
 
-def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """Adam with L2 regularisation added to the gradient (PyTorch ``Adam(weight_decay=...)``)."""
-    return optax.chain(optax.add_decayed_weights(config.weight_decay), optax.adam(config.lr))
+def _is(value: Any, hint: Any) -> bool:
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, tuple):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_is(v, args[0]) for v in value)
+        return len(value) == len(args) and all(_is(v, a) for v, a in zip(value, args))
+    raise TypeError(f"no check for {hint}")  # a new field type: teach _is about it
 
 
-def make_model(dataset: Dataset, config: TrainConfig, key: jax.Array) -> GraphSAGE:
-    """The command's model: GraphSAGE ``(F, hidden, ..., classes)``, one layer per fan-out."""
-    dims = (dataset.num_features, *([config.hidden] * (len(config.fanouts) - 1)))
-    return GraphSAGE(
-        (*dims, dataset.num_classes), dropout_rate=config.dropout, rngs=nnx.Rngs(params=key)
-    )
-
-
-def make_loader(
-    dataset: Dataset,
-    config: TrainConfig,
-    sampler: Sampler,
-    features: np.ndarray,
-    meter: TransferMeter | None = None,
-    log: Callable[[str], None] | None = None,
-    parallel: DataParallel | None = None,
-) -> Loader:
-    """The training loader of ``config`` (shuffled training nodes; ``parallel`` for
-    data-parallel batches over its mesh)."""
-    return Loader(
-        dataset,
-        sampler,
-        seed=config.seed,
-        features=features,
-        cache_dist=config.cache_dist,
-        cache_refresh=config.cache_refresh,
-        budget=config.budget,
-        prefetch=config.prefetch,
-        meter=meter,
-        log=log,
-        parallel=parallel,
-    )
-
-
-def eval_fanouts(config: TrainConfig) -> tuple[int, ...]:
-    """The fan-outs of sampled evaluation (output layer first)."""
-    return config.eval_fanouts or (EVAL_FANOUT,) * len(config.fanouts)
+def _describe(hint: Any) -> str:
+    if hint is type(None):
+        return "null"
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        return "a list of integers" if args[1:] == (Ellipsis,) else f"{len(args)} integers"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[hint]

@@ -37,13 +37,13 @@ class ConfigError(GnsJaxError):
     """An impossible option value (a non-positive fan-out, an unknown sampler, ...).
 
     Args:
-      param: the parameter's name in the library (``"fanouts"``), or None.
+      param: the option's name (``"fanouts"``, as in :class:`~gns_jax.config.TrainConfig` or the
+        library function's parameter), which the command line turns into its flag; None when
+        the message names what is wrong itself.
       message: what is wrong with it. ``str(error)`` is ``"param: message"``.
     """
 
-    def __init__(self, param: str | None, message: str | None = None):
-        if message is None:  # ConfigError("whole message"): no single parameter to name
-            param, message = None, param
+    def __init__(self, param: str | None, message: str):
         self.param = param
         self.message = " ".join(str(message).splitlines())
-        super().__init__(f"{param}: {message}" if param else message)
+        super().__init__(f"{param}: {self.message}" if param else self.message)

@@ -27,6 +27,7 @@ import numpy as np
 from flax import nnx
 
 from gns_jax.data import Dataset
+from gns_jax.errors import ConfigError
 from gns_jax.features import HostFeatures, SparseFeatures, pad_to_chunks
 from gns_jax.instrument import TransferMeter
 from gns_jax.loader import DeviceBatch, Loader
@@ -64,6 +65,16 @@ class ExactInference(Protocol):
 def supports_exact(model) -> bool:
     """Whether ``model`` offers :class:`ExactInference`."""
     return isinstance(model, ExactInference)
+
+
+def resolve_eval_mode(mode: str, model) -> str:
+    """The evaluation a run of ``eval_mode=mode`` uses for ``model``: ``exact`` or ``sampled``
+    (``auto`` is exact when the model offers it). The one place this rule lives."""
+    if mode == "auto":
+        return "exact" if supports_exact(model) else "sampled"
+    if mode == "exact" and not supports_exact(model):
+        raise ConfigError("eval_mode", "exact needs a model with project() (ExactInference)")
+    return mode
 
 
 def _merge(graphdef, state):

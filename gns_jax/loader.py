@@ -49,6 +49,7 @@ from gns_jax.cache import (
     nonempty_probability,
     snapshot_from_ids,
 )
+from gns_jax.config import BUDGETS
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, neighbour_means
@@ -68,7 +69,6 @@ from gns_jax.sampling.budget import (
 __all__ = ["BUDGETS", "Batch", "DeviceBatch", "Loader", "LoaderState"]
 
 SHUFFLE, SAMPLE, DROPOUT, INIT, CACHE, CALIBRATE = 0, 1, 2, 3, 4, 5  # one stream a purpose
-BUDGETS = ("auto", "calibrated", "worst")
 AUTO_SAVING = 0.75  # auto keeps the worst case unless calibration cuts a layer's slots below this
 
 

@@ -29,9 +29,11 @@ import optax
 from flax import nnx
 
 from gns_jax.checkpoint import Checkpointer, check_compatible, dataset_identity, read_run
-from gns_jax.config import (
-    RESUMABLE,
-    TrainConfig,
+from gns_jax.config import RESUMABLE, TrainConfig
+from gns_jax.data import Dataset
+from gns_jax.errors import ConfigError
+from gns_jax.evaluate import Evaluator, resolve_eval_mode
+from gns_jax.factories import (
     eval_fanouts,
     feature_norm,
     make_loader,
@@ -40,9 +42,6 @@ from gns_jax.config import (
     make_sampler,
     prepare_features,
 )
-from gns_jax.data import Dataset
-from gns_jax.errors import ConfigError
-from gns_jax.evaluate import Evaluator, supports_exact
 from gns_jax.instrument import (
     CompileCounter,
     IoMeter,
@@ -160,10 +159,6 @@ class FitResult:
     graphdef: nnx.GraphDef
 
 
-def _jsonable(config: TrainConfig) -> dict:
-    return json.loads(json.dumps(config.to_json()))
-
-
 class _Totals:
     """Running sums behind the per-batch rates; saved in checkpoints."""
 
@@ -250,11 +245,7 @@ def fit(
             model = make_model(dataset, config, jax.random.fold_in(base_key, INIT))
         dropout_key = jax.random.fold_in(base_key, DROPOUT)
     graphdef, state = init_state(model, tx)
-    eval_mode = config.eval_mode
-    if eval_mode == "auto":
-        eval_mode = "exact" if supports_exact(model) else "sampled"
-    elif eval_mode == "exact" and not supports_exact(model):
-        raise ConfigError("eval_mode", "exact needs a model with project() (ExactInference)")
+    eval_mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = None
     if evaluate_model:
         evaluator = Evaluator(
@@ -286,7 +277,7 @@ def fit(
     start_epoch, start_index, resumed_from = 0, 0, None
     checkpoints = None
     identity = dataset_identity(dataset)
-    options = _jsonable(config)
+    options = config.to_json()
     if config.checkpoint_dir:
         checkpoints = Checkpointer(config.checkpoint_dir)
         if checkpoints.steps() and not config.resume:
@@ -400,7 +391,7 @@ def fit(
                         save(batch.state, epoch_done=False)
             epoch_time = time.perf_counter() - start
             train_loss = float(np.mean(np.asarray(epoch_losses, dtype=np.float32)))
-            record = {"epoch": epoch, "train_loss": train_loss, "time_s": epoch_time}
+            record = {"epoch": epoch + 1, "train_loss": train_loss, "time_s": epoch_time}
             record |= io_meter.lap()  # the loop's reads (epoch 0: the cache's draw too)
             if evaluator is not None and (
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
@@ -467,7 +458,7 @@ def _metrics(
         "dataset": dataset.name,
         "sampler": config.sampler,
         "seed": config.seed,
-        "config": _jsonable(config),
+        "config": config.to_json(),
         "num_nodes": dataset.num_nodes,
         "num_edges": dataset.graph.num_edges,
         "num_features": dataset.num_features,
@@ -475,7 +466,7 @@ def _metrics(
         "split": dataset.split,
         "val_accuracy": best["val"],
         "test_accuracy": best["test"],
-        "best_epoch": best["epoch"],
+        "best_epoch": best["epoch"] + 1 if best["epoch"] >= 0 else None,
         "epochs": history,
         "epoch_time_s": float(np.median(times)),
         "input_nodes_per_batch": inputs / batches,
@@ -530,11 +521,7 @@ def load_model(directory: str | Path, dataset):
             f"{directory} is a checkpoint of {json.dumps(record.get('identity'))}, "
             f"not of {json.dumps(identity)}",
         )
-    options = dict(record["config"])
-    for key in ("fanouts", "input_fanout", "eval_fanouts"):
-        if options.get(key) is not None:
-            options[key] = tuple(options[key])
-    config = TrainConfig(**options)
+    config = TrainConfig.from_json(record["config"])
     with jax.transfer_guard_host_to_device("allow"):
         model = make_model(dataset, config, jax.random.key(0))
     graphdef, state = init_state(model, make_optimizer(config))

@@ -18,8 +18,9 @@ import numpy as np
 import optax
 from flax import nnx
 
-from gns_jax.config import TrainConfig, make_model, make_sampler, prepare_features
+from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
+from gns_jax.factories import make_model, make_sampler, prepare_features
 from gns_jax.loader import DeviceBatch, Loader
 from gns_jax.parallel import AXIS, DataParallel, make_parallel_train_step
 from gns_jax.sampling.blocks import Block

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import gns_jax
-from gns_jax.config import TrainConfig, make_loader, make_model, make_optimizer, make_sampler
+from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
+from gns_jax.factories import make_loader, make_model, make_optimizer, make_sampler
 from gns_jax.loader import DROPOUT, INIT
 from gns_jax.train import fit, init_state, make_train_step
 

@@ -6,8 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from gns_jax.config import TrainConfig, make_loader, make_sampler
+from gns_jax.config import TrainConfig
 from gns_jax.errors import ConfigError
+from gns_jax.factories import make_loader, make_sampler
 from gns_jax.loader import Loader, LoaderState
 
 

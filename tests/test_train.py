@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from gns_jax.config import TrainConfig, make_model, make_optimizer, make_sampler
+from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
+from gns_jax.factories import make_model, make_optimizer, make_sampler
 from gns_jax.instrument import CompileCounter
 from gns_jax.loader import Loader
 from gns_jax.train import fit, init_state, make_train_step, train_step
@@ -95,7 +96,7 @@ def test_fit_runs_without_implicit_transfers(tiny_dataset):
 
 
 def test_auto_feature_norm_rows_normalises_only_sparse_bag_of_words(tiny_dataset):
-    from gns_jax.config import feature_norm
+    from gns_jax.factories import feature_norm
 
     config = TrainConfig()
     assert feature_norm(load_dataset("cora"), config) == "row"  # 1.3 % non-zero, 0/1

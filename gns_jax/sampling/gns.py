@@ -47,6 +47,7 @@ import jax.numpy as jnp
 
 from gns_jax import rng
 from gns_jax.cache import DeviceCache
+from gns_jax.config import WEIGHT_CLIP, WEIGHTS, check_estimator
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
 from gns_jax.sampling.base import JittedSampler, check_fanouts
@@ -55,19 +56,6 @@ from gns_jax.sampling.budget import Budget
 from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
 
 __all__ = ["WEIGHTS", "GNSSampler", "gns_budget", "sample_gns_blocks"]
-
-WEIGHTS = (
-    "ht",
-    "hajek",
-    "hajek-scaled",
-    "hajek-fallback",
-    "clipped",
-    "exact",
-    "minimum",
-    "none",
-    "heuristic",
-)
-WEIGHT_CLIP = 10.0  # default bound of the clipped weights' inverse probability
 
 
 def cache_first_layer(
@@ -354,25 +342,7 @@ class GNSSampler(JittedSampler):
     ):
         self.fanouts = check_fanouts(fanouts, batch_size)
         widths = tuple(reversed(self.fanouts))  # block order: input layer first
-        lo, hi = (int(v) for v in input_fanout)
-        if lo < 0 or hi < 0 or lo > hi or hi == 0:
-            raise ConfigError(
-                "input_fanout", f"need 0 <= min <= max and max >= 1, got min={lo}, max={hi}"
-            )
-        if weights not in WEIGHTS:
-            raise ConfigError("weights", f"unknown '{weights}' (known: {WEIGHTS})")
-        if weights in ("ht", "hajek", "hajek-scaled", "clipped", "minimum") and lo > 0:
-            raise ConfigError(
-                "input_fanout",
-                f"{weights} weights need an input-layer minimum of 0 (top-ups from non-cached "
-                "neighbours have no inclusion probability)",
-            )
-        if weights == "hajek-fallback" and lo == 0:
-            raise ConfigError(
-                "input_fanout",
-                "hajek-fallback weights need an input-layer minimum of at least 1: the number of "
-                "uniform neighbours a node with no cached neighbour takes (e.g. 10,10)",
-            )
+        lo, hi = check_estimator(weights, input_fanout)
         if not weight_clip > 0:
             raise ConfigError("weight_clip", f"must be a positive number, got {weight_clip}")
         if int(cache_size) < 1:

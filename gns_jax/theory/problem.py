@@ -6,7 +6,7 @@ model's ``nnx.State``), so gradients can be compared, averaged and stepped with 
 Dropout is 0: the model is deterministic and the only randomness is the sampler's (and the
 cache's). The exact loss runs the library's full-neighbourhood inference
 (:func:`gns_jax.evaluate.full_inference`); sampled gradients run the library's samplers
-(:func:`gns_jax.config.make_sampler`) and the same model on their blocks.
+(:func:`gns_jax.factories.make_sampler`) and the same model on their blocks.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from flax import nnx
 from jax.flatten_util import ravel_pytree
 
 import gns_jax.cache as cache_lib
-from gns_jax.config import TrainConfig, make_sampler, prepare_features
+from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
 from gns_jax.evaluate import FullGraph, full_inference
+from gns_jax.factories import make_sampler, prepare_features
 from gns_jax.features import neighbour_means
 from gns_jax.models import GraphSAGE
 

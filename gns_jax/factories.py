@@ -1,0 +1,140 @@
+"""The factories that turn a :class:`~gns_jax.config.TrainConfig` into the objects of a run.
+Host-side.
+
+:func:`gns_jax.train.fit` builds its sampler, model, optimiser and loader with these functions,
+so a script that wants one of them with the command's defaults calls the same function and gets
+the same object. They are in ``gns_jax.__all__`` too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+
+from gns_jax.cache import cache_size
+from gns_jax.config import EVAL_FANOUT, TrainConfig
+from gns_jax.data import Dataset
+from gns_jax.errors import ConfigError
+from gns_jax.features import normalize_rows
+from gns_jax.instrument import TransferMeter
+from gns_jax.loader import Loader
+from gns_jax.models import GraphSAGE
+from gns_jax.parallel import DataParallel
+from gns_jax.sampling.base import Sampler
+from gns_jax.sampling.gns import GNSSampler
+from gns_jax.sampling.ladies import LADIESSampler
+from gns_jax.sampling.nodewise import NodeWiseSampler
+
+__all__ = [
+    "batch_size",
+    "eval_fanouts",
+    "feature_norm",
+    "make_loader",
+    "make_model",
+    "make_optimizer",
+    "make_sampler",
+    "prepare_features",
+]
+
+
+def feature_norm(dataset: Dataset, config: TrainConfig) -> str:
+    """The feature normalisation a run uses: ``row`` or ``none``.
+
+    ``auto`` row-normalises sparse non-negative (bag-of-words) features, under 5 % non-zero, as
+    PyG's ``NormalizeFeatures`` is used for Planetoid and Coauthor; it keeps dense features as
+    stored, and memory-mapped ones too (normalising would load them whole).
+    """
+    mapped = isinstance(dataset.features, np.memmap)
+    if config.feature_norm == "row" and mapped:
+        raise ConfigError(
+            "feature_norm",
+            "row: the features are memory-mapped from disk and are used as stored; normalise "
+            "them before `gns-jax save`, or use none",
+        )
+    if config.feature_norm != "auto":
+        return config.feature_norm
+    if mapped:
+        return "none"
+    x = dataset.features
+    sparse = np.count_nonzero(x) < 0.05 * x.size
+    return "row" if sparse and x.min() >= 0 else "none"
+
+
+def prepare_features(dataset: Dataset, config: TrainConfig) -> np.ndarray:
+    """The feature matrix a run reads: ``dataset.features``, row-normalised if configured."""
+    if feature_norm(dataset, config) == "row":
+        return normalize_rows(dataset.features)
+    return dataset.features
+
+
+def batch_size(dataset: Dataset, config: TrainConfig) -> int:
+    """``config.batch_size``, capped at the number of training nodes (one batch may hold all)."""
+    return min(config.batch_size, int(dataset.train_idx.shape[0]))
+
+
+def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None) -> Sampler:
+    """The sampler of ``config.sampler``, at its worst-case budget, for one device's shard of a
+    batch (the whole batch on one device)."""
+    size = -(-batch_size(dataset, config) // config.devices) if size is None else size
+    if config.sampler == "ns":
+        return NodeWiseSampler(dataset.graph, config.fanouts, size)
+    if config.sampler == "ladies":  # the same nodes in every layer, one layer per fan-out
+        return LADIESSampler(dataset.graph, (config.ladies_nodes,) * len(config.fanouts), size)
+    return GNSSampler(
+        dataset.graph,
+        config.fanouts,
+        size,
+        cache_size(config.cache_fraction, dataset.num_nodes),
+        input_fanout=config.input_fanout,
+        cache_first_upper=config.cache_first,
+        weights=config.gns_weights,
+        weight_clip=config.weight_clip,
+    )
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """Adam with L2 regularisation added to the gradient (PyTorch ``Adam(weight_decay=...)``)."""
+    return optax.chain(optax.add_decayed_weights(config.weight_decay), optax.adam(config.lr))
+
+
+def make_model(dataset: Dataset, config: TrainConfig, key: jax.Array) -> GraphSAGE:
+    """The command's model: GraphSAGE ``(F, hidden, ..., classes)``, one layer per fan-out."""
+    dims = (dataset.num_features, *([config.hidden] * (len(config.fanouts) - 1)))
+    return GraphSAGE(
+        (*dims, dataset.num_classes), dropout_rate=config.dropout, rngs=nnx.Rngs(params=key)
+    )
+
+
+def make_loader(
+    dataset: Dataset,
+    config: TrainConfig,
+    sampler: Sampler,
+    features: np.ndarray,
+    meter: TransferMeter | None = None,
+    log: Callable[[str], None] | None = None,
+    parallel: DataParallel | None = None,
+) -> Loader:
+    """The training loader of ``config`` (shuffled training nodes; ``parallel`` for
+    data-parallel batches over its mesh)."""
+    return Loader(
+        dataset,
+        sampler,
+        seed=config.seed,
+        features=features,
+        cache_dist=config.cache_dist,
+        cache_refresh=config.cache_refresh,
+        budget=config.budget,
+        prefetch=config.prefetch,
+        meter=meter,
+        log=log,
+        parallel=parallel,
+    )
+
+
+def eval_fanouts(config: TrainConfig) -> tuple[int, ...]:
+    """The fan-outs of sampled evaluation (output layer first)."""
+    return config.eval_fanouts or (EVAL_FANOUT,) * len(config.fanouts)
