@@ -141,7 +141,7 @@ def test_corrupt_latest_checkpoint_falls_back_with_a_warning(tiny_dataset, tmp_p
             tiny_dataset, dataclasses.replace(config, epochs=3, resume=True), quiet=True
         ).metrics
     assert resumed["resumed_from_step"] == steps[0]
-    assert [e["epoch"] for e in resumed["epochs"]] == [0, 1, 2]
+    assert [e["epoch"] for e in resumed["epochs"]] == [1, 2, 3]
 
 
 def test_truncated_record_falls_back_and_nothing_readable_is_an_error(tiny_dataset, tmp_path):
