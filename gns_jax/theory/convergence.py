@@ -256,38 +256,57 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
+def palette(rows: list[dict]):
+    """One style per sampler of the sweep (a :class:`gns_jax.plotting.Palette`), NS in black:
+    ``rows`` is a sweep's ``rows``, NS first; the same sampler has the same style in every
+    figure drawn from the sweep (this module's, and notebook 3's)."""
+    from gns_jax.plotting import Palette
+
+    return Palette([r["sampler"] for r in rows[1:]], baselines=[rows[0]["sampler"]])
+
+
 def plot(result: dict, path) -> None:
     import matplotlib.pyplot as plt
 
+    from gns_jax.plotting import figure_legend, legend_columns, scale_for
+
     rows = result["rows"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    styles = palette(rows)
     ns = rows[0]
     longest = -1
+    width = 15.0
+    labels = [r["sampler"] for r in rows] + ["NS ± 2 SD", "T^-1/2"]
+    legend_rows = -(-len(labels) // legend_columns(labels, width))
+    fig, axes = plt.subplots(1, 3, figsize=(width, 4.2 + 0.25 * legend_rows), layout="constrained")
     for ax, key, label in (
         (axes[0], "curve_norms", "||grad f||^2"),
         (axes[1], "curve_losses", "training loss f"),
     ):
-        for i, r in enumerate(rows):
+        values = []
+        for r in rows:
             p = r["horizons"][longest]
-            ax.semilogy(p["curve_steps"], p[key], "-", color=f"C{i % 10}", label=r["sampler"],
-                        lw=2.0 if r is ns else 1.0)  # fmt: skip
+            values += list(p[key])
+            ax.plot(p["curve_steps"], p[key], label=r["sampler"],
+                    **styles[r["sampler"]].line(len(p["curve_steps"])))  # fmt: skip
+        scale_for(ax, values, "y")
         ax.set_xlabel(f"SGD step (horizon T = {ns['horizons'][longest]['horizon']})")
         ax.set_ylabel(label + " (mean over seeds)")
-        ax.legend(fontsize=6)
     ax = axes[2]
     t = [p["horizon"] for p in ns["horizons"]]
     mean = np.array([p["mean"] for p in ns["horizons"]])
     sd = np.array([p["sd"] for p in ns["horizons"]])
     ax.fill_between(t, np.maximum(mean - 2 * sd, 1e-12), mean + 2 * sd, color="grey", alpha=0.3,
                     label="NS ± 2 SD")  # fmt: skip
-    ax.loglog(t, mean, "k-", label="NS")
-    for i, r in enumerate(rows[1:], start=1):
-        ax.loglog(t, [p["mean"] for p in r["horizons"]], "o-", color=f"C{i % 10}",
-                  label=r["sampler"], lw=0.8)  # fmt: skip
-    ax.loglog(t, mean[0] * (np.array(t) / t[0]) ** -0.5, ":", color="grey", label="T^-1/2")
+    values = list(mean)
+    for r in rows:
+        means = [p["mean"] for p in r["horizons"]]
+        values += means
+        ax.plot(t, means, label=r["sampler"], **styles[r["sampler"]].line(len(t)))
+    ax.plot(t, mean[0] * (np.array(t) / t[0]) ** -0.5, ":", color="grey", label="T^-1/2")
+    scale_for(ax, t, "x")
+    scale_for(ax, values, "y")
     ax.set_xlabel("horizon T")
     ax.set_ylabel("A(T) = mean ||grad f||^2 over the run")
-    ax.legend(fontsize=6)
-    fig.tight_layout()
+    figure_legend(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -192,22 +192,37 @@ def table(result: dict) -> str:
 def plot(result: dict, path) -> None:
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    from gns_jax.plotting import Palette, figure_legend, scale_for
+
+    estimators = sorted({r["estimator"] for r in result["rows"]} - {"ns"})
+    styles = Palette(estimators, baselines=["NS"])  # one colour per estimator in both panels
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.7), sharey=True, layout="constrained")
+    fractions, values = [], []
     for ax, stage in zip(axes, ("init", "trained")):
         rows = [r for r in result["rows"] if r["stage"] == stage]
         ns = next(r for r in rows if r["fraction"] is None)
-        for i, est in enumerate(sorted({r["estimator"] for r in rows} - {"ns"})):
+        for est in estimators:
             gns = [r for r in rows if r["estimator"] == est]
             f = np.array([r["fraction"] for r in gns])
-            ax.loglog(f, [max(r["bias"], 1e-12) for r in gns], "o-", color=f"C{i}",
-                      label=f"{est} bias")  # fmt: skip
-            ax.loglog(f, [r["var"] for r in gns], "s--", color=f"C{i}", label=f"{est} variance")
-        ax.axhline(ns["bias"], color="k", label="NS bias")
-        ax.axhline(ns["var"], color="k", ls="--", label="NS variance")
+            bias = [max(r["bias"], 1e-12) for r in gns]
+            var = [r["var"] for r in gns]
+            fractions += list(f)
+            values += bias + var
+            line = styles[est].line(len(f))
+            ax.plot(f, bias, label=f"{est} bias", **line)
+            ax.plot(f, var, label=f"{est} variance",
+                    **(line | {"linestyle": "--", "markerfacecolor": "white"}))  # fmt: skip
+        baseline = styles["NS"]
+        ax.axhline(ns["bias"], color=baseline.color, lw=baseline.linewidth, label="NS bias")
+        ax.axhline(ns["var"], color=baseline.color, lw=baseline.linewidth, ls="--",
+                   label="NS variance")  # fmt: skip
+        values += [ns["bias"], ns["var"]]
         ax.set_xlabel("cache fraction rho")
         ax.set_title(f"parameters: {stage}")
-        ax.legend(fontsize=7)
+    for ax in axes:
+        scale_for(ax, fractions, "x")
+    scale_for(axes[0], values, "y")  # shared by both panels
     axes[0].set_ylabel("relative to ||g*||^2")
-    fig.tight_layout()
+    figure_legend(fig)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -448,30 +448,40 @@ def table(result: dict) -> str:
 def plot(result: dict, path) -> None:
     import matplotlib.pyplot as plt
 
+    from gns_jax.plotting import Palette, legend, scale_for
+
     s, pn = result["sweep"], result["per_node"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    node_wise = [f"node-wise K={kk} (item 5)" for kk in s["ns_mean"]]
+    styles = Palette(["GNS", *node_wise, "node-wise"])  # one colour per series in both panels
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     ax = axes[0]
-    ax.loglog(s["rho"], s["closed"], "-", color="C0", label="GNS closed form (items 2+3)")
-    ax.errorbar(s["rho"], s["measured"], fmt="o", color="C0", label="GNS measured")
+    gns = styles["GNS"]
+    ax.plot(s["rho"], s["closed"], "-", color=gns.color, lw=gns.linewidth,
+            label="GNS closed form (items 2+3)")  # fmt: skip
+    ax.scatter(s["rho"], s["measured"], s=30, zorder=3, label="GNS measured", **gns.points())
     ref = s["closed"][0] * (s["rho"] / s["rho"][0]) ** -1.0
-    ax.loglog(s["rho"], ref, ":", color="grey", label="slope -1")
-    for i, (kk, v) in enumerate(s["ns_mean"].items()):
-        ax.axhline(v, ls="--", color=f"C{i + 1}", label=f"node-wise K={kk} (item 5)")
+    ax.plot(s["rho"], ref, ":", color="grey", label="slope -1")
+    for name, v in zip(node_wise, s["ns_mean"].values()):
+        ax.axhline(v, ls="--", color=styles[name].color, lw=styles[name].linewidth, label=name)
+    scale_for(ax, s["rho"], "x")
+    scale_for(ax, [*s["closed"], *s["measured"], *s["ns_mean"].values()], "y")
     ax.set_xlabel("cache fraction rho")
     ax.set_ylabel(f"mean variance of h_v over {s['targets']} nodes")
     ax.set_title(f"slope {s['slope']:.2f} ± {s['slope_se']:.2f}")
-    ax.legend(fontsize=8)
+    legend(ax)
     ax = axes[1]
-    ax.loglog(pn["predicted"], pn["measured"], ".", ms=4, label="GNS")
     pos = pn["ns_predicted"] > 0
-    ax.loglog(pn["ns_predicted"][pos], pn["ns_measured"][pos], "x", ms=4, label="node-wise")
+    ax.scatter(pn["predicted"], pn["measured"], s=8, label="GNS", **gns.points())
+    ax.scatter(pn["ns_predicted"][pos], pn["ns_measured"][pos], s=14, label="node-wise",
+               **(styles["node-wise"].points() | {"marker": "x"}))  # fmt: skip
     lo = min(pn["predicted"].min(), pn["ns_predicted"][pos].min(initial=np.inf))
     hi = max(pn["predicted"].max(), pn["ns_predicted"].max())
-    ax.loglog([lo, hi], [lo, hi], "k-", lw=0.8)
+    ax.plot([lo, hi], [lo, hi], "k-", lw=0.8, label="closed form = measured")
+    scale_for(ax, [lo, hi], "x")
+    scale_for(ax, [lo, hi], "y")
     ax.set_xlabel("closed-form variance")
     ax.set_ylabel("Monte Carlo variance")
     ax.set_title(f"per node, rho = {pn['fraction']:g}")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    legend(ax)
     fig.savefig(path, dpi=110)
     plt.close(fig)
