@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gns_jax import GNSSampler, Loader, NodeWiseSampler, cache_size, load_dataset
+from gns_jax.plotting import Palette, colors, legend, scale_for, styles
 
 data = load_dataset("amazon_photo")
 print(
@@ -72,24 +73,39 @@ print(f"input rows: {gns_batch.num_inputs:,}, moved host -> device: {gns_batch.r
 print(f"the rest ({gns_batch.num_inputs - gns_batch.rows_moved:,}) are read from the cache")
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+palette = Palette(["GNS, 1 % cache"], baselines=["NS"])
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
 hops = ["seeds", "layer 2", "layer 1", "input"]
-x = np.arange(len(hops))
-axes[0].bar(x - 0.2, ns_sizes, 0.4, label="NS")
-axes[0].bar(x + 0.2, gns_sizes, 0.4, label="GNS, 1 % cache")
-axes[0].set_xticks(x, hops)
-axes[0].set_yscale("log")
+for name, sizes in (("NS", ns_sizes), ("GNS, 1 % cache", gns_sizes)):
+    axes[0].plot(hops, sizes, label=name, **palette[name].line(len(hops)))
+    for hop, size, ns_size in zip(hops, sizes, ns_sizes):
+        if name == "NS" or size != ns_size:  # GNS's own numbers where they differ
+            axes[0].annotate(
+                f"{size:,}",
+                (hop, size),
+                xytext=(0, 7 if name == "NS" else -15),
+                textcoords="offset points",
+                ha="center",
+                color=palette[name].color,
+            )
+scale_for(axes[0], ns_sizes + gns_sizes, "y")  # seeds to input: two orders of magnitude
+axes[0].set_ylim(top=2 * max(ns_sizes))  # room for the numbers above the points
 axes[0].set_ylabel("real nodes")
 axes[0].set_title("nodes per layer of one batch")
-axes[0].legend()
+legend(axes[0], loc="upper left")
 moved = [ns_batch.rows_moved, gns_batch.rows_moved]
 cached = [0, gns_batch.num_inputs - gns_batch.rows_moved]
-axes[1].bar(["NS", "GNS 1 %"], moved, label="moved host -> device")
-axes[1].bar(["NS", "GNS 1 %"], cached, bottom=moved, label="read from the device cache")
+where = colors(2)
+bars = axes[1].bar(["NS", "GNS 1 %"], moved, color=where[0], label="moved host -> device")
+axes[1].bar_label(bars, fmt="{:,.0f}", label_type="center")
+bars = axes[1].bar(
+    ["NS", "GNS 1 %"], cached, bottom=moved, color=where[1], label="read from the device cache"
+)
+axes[1].bar_label(bars, labels=["", f"{cached[1]:,}"], padding=2)
+axes[1].set_ylim(0, 1.3 * max(np.add(moved, cached)))  # room for the legend
 axes[1].set_ylabel("input-layer feature rows")
 axes[1].set_title("where the input rows come from")
-axes[1].legend()
-fig.tight_layout()
+legend(axes[1])
 plt.show()
 
 # %% [markdown]
@@ -121,15 +137,17 @@ for rho in fractions:
     empty.append(np.mean(per_node))
 
 ns_rows = np.mean([b.rows_moved for _, b in zip(range(4), ns.epoch(0))])
-fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-axes[0].semilogx(fractions, np.array(rows) / ns_rows, "o-", label="GNS rows / NS rows")
-axes[0].semilogx(fractions, hits, "s--", label="cache hit rate of input rows")
+share, hit, none = styles(3)
+fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), layout="constrained")
+axes[0].plot(fractions, np.array(rows) / ns_rows, label="GNS rows / NS rows", **share.line())
+axes[0].plot(fractions, hits, label="cache hit rate of input rows", **hit.line())
 axes[0].set_xlabel("cache fraction rho")
-axes[0].legend()
-axes[1].semilogx(fractions, empty, "o-")
+legend(axes[0])
+axes[1].plot(fractions, empty, **none.line())
 axes[1].set_xlabel("cache fraction rho")
 axes[1].set_ylabel("layer-1 nodes with no cached neighbour")
-fig.tight_layout()
+for ax in axes:
+    scale_for(ax, fractions)  # 0.5 % to 50 %
 plt.show()
 for rho, r, e in zip(fractions, rows, empty):
     print(

@@ -36,6 +36,7 @@ from gns_jax import (
     draw_cache,
     load_dataset,
 )
+from gns_jax.plotting import Palette, legend, scale_for
 from gns_jax.theory.variance import closed_form_variance, item3, ns_closed_form
 
 data = load_dataset("cora")
@@ -87,19 +88,21 @@ def aggregates(fraction, weights, draws, dist="degree", seed=0):
 
 draws = 1500
 values = aggregates(0.2, ("ht", "minimum", "none"), draws)
-fig, ax = plt.subplots(figsize=(7, 3.8))
-for w, marker in zip(values, "o^s"):
+weights = Palette(["ht", "minimum", "none"])  # one style per weighting
+fig, ax = plt.subplots(figsize=(9, 3.8), layout="constrained")
+for w in values:
     mean = values[w].mean(0)
     se = values[w].std(0, ddof=1) / np.sqrt(draws)
     z = (mean - mu[targets]) / se
-    ax.plot(degree[targets], z, marker, label=f"{w}: max |z| {np.abs(z).max():.1f}", alpha=0.8)
+    ax.scatter(degree[targets], z, s=20, alpha=0.8, label=f"{w}: max |z| {np.abs(z).max():.1f}",
+               **weights[w].points())  # fmt: skip
 ax.axhspan(-3.5, 3.5, color="grey", alpha=0.2, label="|z| < 3.5")
-ax.set_xscale("log")
-ax.set_yscale("symlog")
+scale_for(ax, degree[targets])  # degrees 1 to 168
+ax.set_yscale("symlog")  # z from about 0 to hundreds, of both signs
 ax.set_xlabel("degree of the target node")
 ax.set_ylabel("z = (mean of R draws - mu_v) / SE")
 ax.set_title("20 % cache, K = 10, 1500 cache draws")
-ax.legend(fontsize=8)
+legend(ax, inside=4, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 plt.show()
 
 # %% [markdown]
@@ -132,13 +135,16 @@ for rho in fractions:
     ]
     closed.append(np.mean(closed_form_variance(graph, x, targets, p_deg, m) + third))
 ns_var = ns_closed_form(graph, x, targets, 10).mean()
-fig, ax = plt.subplots(figsize=(6.5, 3.8))
-ax.loglog(fractions, closed, "-", label="HT, closed form")
-ax.loglog(fractions, measured, "o", label="HT, measured (400 draws)")
+ht = weights["ht"]
+fig, ax = plt.subplots(figsize=(6.5, 3.8), layout="constrained")
+ax.plot(fractions, closed, "-", color=ht.color, label="HT, closed form")
+ax.scatter(fractions, measured, s=30, zorder=3, label="HT, measured (400 draws)", **ht.points())
 ax.axhline(ns_var, color="k", ls="--", label="node-wise sampling, K = 10")
+scale_for(ax, fractions)  # 1 % to 20 %
+scale_for(ax, [*closed, *measured, ns_var], "y")  # thousands of times apart
 ax.set_xlabel("cache fraction rho")
 ax.set_ylabel("mean variance of h_v over the targets")
-ax.legend()
+legend(ax)
 plt.show()
 print(f"at 1 %: {closed[0] / ns_var:,.0f} times node-wise sampling's variance")
 
@@ -166,18 +172,24 @@ for rho in (0.01, 0.05):
         for w, values_w in v.items():
             bias2 = (values_w.mean(0) - mu[targets]) ** 2
             rows[(rho, w, dist)] = (bias2 + values_w.var(0, ddof=1)).mean() / ns_var
-labels = [f"{w}\n{d}" for w in ("ht", "hajek", "clipped") for d in ("degree", "min-variance")]
-fig, ax = plt.subplots(figsize=(9, 3.8))
-xs = np.arange(len(labels))
-for i, rho in enumerate((0.01, 0.05)):
-    vals = [
-        rows[(rho, w, d)] for w in ("ht", "hajek", "clipped") for d in ("degree", "min-variance")
-    ]
-    ax.bar(xs + (i - 0.5) * 0.4, vals, 0.4, label=f"{rho:.0%} cache")
-ax.set_xticks(xs, labels, fontsize=8)
-ax.set_yscale("log")
-ax.set_ylabel("MSE / NS variance")
-ax.legend()
+# one row per estimator and cache distribution, one point per cache fraction: the errors span
+# orders of magnitude, so points on a log axis (a bar's length from zero means nothing there)
+combos = [(w, d) for w in ("ht", "hajek", "clipped") for d in ("degree", "min-variance")]
+y = np.arange(len(combos))[::-1]
+caches = Palette([f"{rho:.0%} cache" for rho in (0.01, 0.05)])
+fig, ax = plt.subplots(figsize=(9, 3.8), layout="constrained")
+for rho, shift in ((0.01, 0.12), (0.05, -0.12)):
+    name = f"{rho:.0%} cache"
+    vals = [rows[(rho, w, d)] for w, d in combos]
+    ax.scatter(vals, y + shift, s=40, zorder=3, label=name, **caches[name].points())
+    for v, yi in zip(vals, y + shift):
+        ax.annotate(f"{v:,.0f}", (v, yi), xytext=(6, 0), textcoords="offset points", va="center")
+scale_for(ax, list(rows.values()))
+ax.set_xlim(right=3 * max(rows.values()))  # room for the values written beside the points
+ax.grid(axis="y", linestyle=":", linewidth=0.8)
+ax.set_yticks(y, [f"{w}, {d}" for w, d in combos])
+ax.set_xlabel("MSE / NS variance (mean over the targets)")
+legend(ax)
 plt.show()
 for key, value in sorted(rows.items()):
     print(f"rho {key[0]:.0%}  {key[1]:>7}  {key[2]:>12}: {value:10.1f}")

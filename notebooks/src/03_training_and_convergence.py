@@ -15,6 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from gns_jax import TrainConfig, fit, load_dataset
+from gns_jax.plotting import Palette, figure_legend, hbars, legend, scale_for
+from gns_jax.theory.convergence import palette
 from gns_jax.theory.saved import read_json
 
 data = load_dataset("amazon_photo")
@@ -32,20 +34,26 @@ for name, m in results.items():
     )
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+runs_palette = Palette(["GNS 1 %, ht", "GNS 1 %, hajek"], baselines=["NS"])
+fig, axes = plt.subplots(1, 3, figsize=(15, 4), layout="constrained")
 for name, m in results.items():
     epochs = m["epochs"]
     val = [100 * e["val_accuracy"] for e in epochs]
     wall = np.cumsum([e["time_s"] + e.get("eval_time_s", 0.0) for e in epochs])
-    axes[0].plot(np.arange(1, len(val) + 1), val, label=name)
-    axes[1].plot(wall, val, label=name)
-    axes[2].bar(name, m["h2d_rows_per_batch"])
+    axes[0].plot(np.arange(1, len(val) + 1), val, label=name, **runs_palette[name].line(len(val)))
+    axes[1].plot(wall, val, label=name, **runs_palette[name].line(len(val)))
+names = list(results)
+hbars(
+    axes[2],
+    names,
+    [results[n]["h2d_rows_per_batch"] for n in names],
+    [runs_palette[n].color for n in names],
+)
 axes[0].set_xlabel("epoch")
 axes[0].set_ylabel("validation accuracy %")
-axes[0].legend()
+legend(axes[0])
 axes[1].set_xlabel("wall time s (this CPU; evaluation included)")
-axes[2].set_ylabel("feature rows host -> device per batch")
-fig.tight_layout()
+axes[2].set_xlabel("feature rows host -> device per batch")
 plt.show()
 
 # %% [markdown]
@@ -72,26 +80,35 @@ report = read_json(Path("..") / "gns_jax" / "theory" / "full-run.json.xz")
 conv = report["convergence"]
 ns = conv["rows"][0]
 horizons = [p["horizon"] for p in ns["horizons"]]
-fig, axes = plt.subplots(1, len(conv["proper"]), figsize=(13, 4), sharey=True)
-for ax, estimator in zip(np.atleast_1d(axes), conv["proper"]):
+styles = palette(conv["rows"])  # each sampler's style in gns_jax/theory/figures/convergence.png
+fig, axes = plt.subplots(
+    1, len(conv["proper"]), figsize=(13, 5), sharey=True, squeeze=False, layout="constrained"
+)
+values = []
+for ax, estimator in zip(axes[0], conv["proper"]):
     mean = np.array([p["mean"] for p in ns["horizons"]])
     sd = np.array([p["sd"] for p in ns["horizons"]])
     ax.fill_between(
         horizons, mean - 2 * sd, mean + 2 * sd, color="grey", alpha=0.3, label="NS ± 2 SD"
     )
-    ax.loglog(horizons, mean, "k-", label="NS")
+    ax.plot(horizons, mean, label="NS", **styles["NS"].line(len(horizons)))
+    values += list(mean)
     for row in conv["rows"][1:]:
         if row["estimator"] == estimator:
-            ax.loglog(
+            means = [p["mean"] for p in row["horizons"]]
+            values += means
+            ax.plot(
                 horizons,
-                [p["mean"] for p in row["horizons"]],
-                "o-",
-                label=f"{100 * row['fraction']:g} %{'' if row['matches'] else ' (no)'}",
+                means,
+                label=f"{row['sampler']}{'' if row['matches'] else ' (no)'}",
+                **styles[row["sampler"]].line(len(horizons)),
             )
     ax.set_title(f"GNS, {estimator} weights")
     ax.set_xlabel("horizon T")
-    ax.legend(fontsize=7)
-np.atleast_1d(axes)[0].set_ylabel("A(T): mean ||grad f||^2 over the run")
+    scale_for(ax, horizons)
+scale_for(axes[0, 0], values, "y")  # shared: A(T) spans less than 10x, so a linear axis
+axes[0, 0].set_ylabel("A(T): mean ||grad f||^2 over the run")
+figure_legend(fig)
 plt.show()
 for estimator, proper in conv["proper"].items():
     print(
