@@ -189,3 +189,93 @@ def test_scale_for_uses_a_log_axis_only_where_needed(plt):
     assert plotting.scale_for(ax, [600, 1400, None, float("nan")]) == "linear"
     assert plotting.scale_for(ax, [0.01, 0.5], "y") == "log" and ax.get_yscale() == "log"
     assert plotting.scale_for(ax, []) == "linear"
+
+
+def _drawn(plt, monkeypatch, plot, result, tmp_path):
+    """The figure that ``plot(result, path)`` saves, kept open (the ``plt`` fixture closes it)."""
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    plot(result, tmp_path / "figure.png")
+    assert (tmp_path / "figure.png").is_file()
+    return figures[0]
+
+
+def _series_colours(ax) -> dict[str, str]:
+    from matplotlib.colors import to_hex
+
+    out = {}
+    for artist in [*ax.get_lines(), *ax.collections]:
+        label = artist.get_label()
+        if label.startswith("_"):
+            continue
+        colour = artist.get_color() if hasattr(artist, "get_xdata") else artist.get_facecolor()[0]
+        out[label] = to_hex(colour)
+    return out
+
+
+def _tiny_sweep(samplers: list[str], horizons=(4, 8, 16), spread=(1.0, 3.0)) -> dict:
+    """A convergence result of the shape convergence.run returns, for plotting only."""
+    rows = []
+    for i, name in enumerate(samplers):
+        level = spread[0] + (spread[1] - spread[0]) * i / max(1, len(samplers) - 1)
+        points = [
+            dict(
+                horizon=t,
+                mean=level * (t / horizons[0]) ** -0.5,
+                sd=0.1,
+                curve_steps=list(range(0, t + 1, 4)),
+                curve_norms=[level * 10 / (1 + s) for s in range(0, t + 1, 4)],
+                curve_losses=[level / (1 + s) for s in range(0, t + 1, 4)],
+            )  # fmt: skip
+            for t in horizons
+        ]
+        rows.append(dict(sampler=name, horizons=points))
+    return {"rows": rows}
+
+
+def test_the_theory_figures_give_every_series_its_own_colour(plt, monkeypatch, tmp_path):
+    from gns_jax.theory import convergence, gradients, variance
+
+    samplers = ["NS"] + [f"GNS {e} {f} %" for e in ("ht", "hajek") for f in (1, 2, 5, 10, 20, 50)]
+    fig = _drawn(plt, monkeypatch, convergence.plot, _tiny_sweep(samplers), tmp_path)
+    for ax in fig.axes:
+        colours = {k: v for k, v in _series_colours(ax).items() if k in samplers}
+        assert sorted(colours) == sorted(samplers)
+        assert len(set(colours.values())) == len(samplers)  # 13 series, 13 colours
+        assert colours["NS"] == plotting.BASELINE
+    assert fig.axes[2].get_yscale() == "linear"  # A(T) spans less than 10x here
+    (leg,) = fig.legends  # one legend below the panels, at the normal size
+    assert {t.get_text() for t in leg.get_texts()} >= set(samplers)
+    assert {t.get_fontsize() for t in leg.get_texts()} == {10.0}
+
+    rows = [
+        dict(stage=stage, estimator=est, fraction=f, bias=b * 1e-3, var=b * 1e-2)
+        for stage in ("init", "trained")
+        for est, b in (("exact", 1.0), ("hajek", 10.0), ("ht", 100.0))
+        for f in (0.01, 0.1)
+    ] + [
+        dict(stage=s, estimator="ns", fraction=None, bias=1e-3, var=1e-2)
+        for s in ("init", "trained")
+    ]
+    fig = _drawn(plt, monkeypatch, gradients.plot, {"rows": rows}, tmp_path)
+    for ax in fig.axes:
+        colours = _series_colours(ax)
+        assert len({colours[f"{e} bias"] for e in ("exact", "hajek", "ht")}) == 3
+        assert colours["NS bias"] == plotting.BASELINE
+        assert ax.get_yscale() == "log"  # 1e-3 to 1: orders of magnitude
+    assert {t.get_fontsize() for t in fig.legends[0].get_texts()} == {10.0}
+
+    rho = np.array([0.01, 0.02, 0.05])
+    sweep = dict(rho=rho, closed=1 / rho, measured=1.05 / rho, ns_mean={5: 0.1, 10: 0.01},
+                 targets=10, slope=-1.0, slope_se=0.01)  # fmt: skip
+    gns, ns = np.geomspace(1e-2, 1e2, 20), np.geomspace(1e-3, 1e-1, 20)
+    per_node = dict(predicted=gns, measured=gns, ns_predicted=ns, ns_measured=ns, fraction=0.2)
+    fig = _drawn(plt, monkeypatch, variance.plot, {"sweep": sweep, "per_node": per_node}, tmp_path)
+    left = _series_colours(fig.axes[0])
+    assert left["GNS measured"] == left["GNS closed form (items 2+3)"]  # one series, two forms
+    distinct = [
+        left[k] for k in ("GNS measured", "node-wise K=5 (item 5)", "node-wise K=10 (item 5)")
+    ]
+    assert len(set(distinct)) == 3
+    for ax in fig.axes:
+        assert {t.get_fontsize() for t in ax.get_legend().get_texts()} == {10.0}
