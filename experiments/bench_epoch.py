@@ -36,7 +36,7 @@ import numpy as np
 
 from gns_jax.data import load_dataset
 from gns_jax.features import FeatureLoader
-from gns_jax.hostmem import restart_with_huge_pages
+from gns_jax.hostmem import keep_freed_memory
 from gns_jax.instrument import TransferMeter, environment, peak_rss_gib, reset_peak_rss
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.sampling.budget import CALIBRATION_BATCHES, CALIBRATION_MARGIN, LayerSizes
@@ -353,5 +353,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    restart_with_huge_pages()  # glibc reads GLIBC_TUNABLES at start-up (gns_jax/hostmem.py)
+    keep_freed_memory()  # as the gns-jax command does (gns_jax/hostmem.py)
     sys.exit(main())

@@ -484,7 +484,14 @@ def run_save(args: argparse.Namespace) -> None:
 
 
 def command() -> int:
-    """The ``gns-jax`` program: :func:`main` on ``sys.argv``. Call :func:`main` from Python."""
+    """The ``gns-jax`` program: :func:`main` on ``sys.argv``. Call :func:`main` from Python.
+
+    The program keeps large freed blocks for reuse (:func:`gns_jax.hostmem.keep_freed_memory`:
+    fewer page faults a batch, in this process, nothing restarted); :func:`main` leaves the
+    allocator of the calling process as it is."""
+    from gns_jax.hostmem import keep_freed_memory
+
+    keep_freed_memory()
     return main()
 
 

@@ -1,85 +1,83 @@
-"""Huge pages for large host allocations on Linux (glibc). Host-side, used by the commands.
+"""Large host allocations kept between batches (glibc). Host-side, used by the commands.
 
 Every training batch allocates and frees hundreds of megabytes of host memory: NumPy gather
-buffers and, on JAX's CPU backend, every XLA buffer and temporary. glibc serves allocations above
-32 MiB with fresh ``mmap`` regions, so each batch faults its memory in again, 4 KiB at a time:
-177 million faults and 392 s of system time in an 11-minute products-scale training run on the
-2-core machine of experiments/README.md. With ``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (glibc
-2.35 and later) malloc advises transparent huge pages (2 MiB) on the memory it maps: the faults of
-a profile fell 15-fold, the on-device assembly of an NS batch from 0.26 to 0.04 s, and an NS
-batch from 0.91 to 0.78 s.
+buffers and, on JAX's CPU backend, every XLA buffer and temporary. glibc serves an allocation
+above its mmap threshold (at most 32 MiB) with a fresh ``mmap`` region and unmaps it on
+``free``, so each batch faults its memory in again, 4 KiB at a time: 177 million faults and 392 s
+of system time in an 11-minute products-scale training run on the 2-core machine of
+experiments/README.md.
 
-glibc reads its tunables once, when a process starts, so :func:`restart_with_huge_pages`
-re-executes the running command once (same process id, same arguments) with the tunable added.
+:func:`keep_freed_memory` sets, in the running process (``mallopt``; nothing restarted), one
+malloc arena for all threads and mmap and trim thresholds of 1 GiB and 2 GiB: large blocks then
+come from the one heap, whichever thread (NumPy's, XLA's) asks, and stay there when freed, so the
+next batch reuses pages already faulted in. Raising the thresholds alone does not do it: the
+arenas of other threads map any block over 64 MiB afresh. Measured on a 200,000-node synthetic
+graph (fanouts 15,10,5, batch 1000, hidden 256, NS, 3 epochs of 18 batches, prefetch 2; 2-core
+x86_64, glibc 2.36, jax 0.10.2, CPU backend, a busy machine): 7.4 million minor faults and
+27-29 s of system time by default; 6.5 million and 23 s with the thresholds alone; 0.4-0.5
+million and 3.4-5.0 s with one arena too; 0.2 million and 9-13 s with
+``GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (transparent huge pages on malloc's mappings, which an
+earlier version set by re-executing the command; a user can still set it, as any environment
+variable, and the results record it). Epoch times on that machine were too noisy to rank the last
+two (17-19 s and 11-23 s an epoch). Nothing numerical changes; what a run frees is kept for
+reuse rather than returned to the system before the process ends.
+
 The ``gns-jax`` program (:func:`gns_jax.cli.command`, also ``python -m gns_jax``) and
-``python -m experiments.bench_epoch`` call it first; :func:`gns_jax.cli.main`, called from
-Python or a notebook, never restarts anything. Nothing numerical changes.
-``GNS_JAX_HUGE_PAGES=0`` turns it off; it does nothing off Linux, under another C library or
-glibc before 2.35, when the tunable is already set, and when the kernel's transparent huge
-pages are ``never`` (nothing to gain) or ``always`` (already in use).
+``experiments/bench_epoch.py`` call it first; :func:`gns_jax.cli.main` called from Python leaves
+the caller's allocator alone;
+``GNS_JAX_KEEP_FREED=0`` turns it off. It does nothing off glibc.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
-import sys
 from collections.abc import Mapping
 
-__all__ = ["TUNABLE", "huge_page_environment", "restart_with_huge_pages"]
+__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory", "wanted"]
 
-TUNABLE = "glibc.malloc.hugetlb=1"
-OPT_OUT = "GNS_JAX_HUGE_PAGES"
-_RESTARTED = "GNS_JAX_HUGE_PAGES_RESTARTED"
-_THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+#: allocations below this come from the heap rather than their own mapping (a glibc that
+#: refuses so large a value gets 32 MiB, the largest its dynamic threshold reaches)
+MMAP_THRESHOLD = 1 << 30
+_FALLBACK_MMAP_THRESHOLD = 32 << 20
+#: freed memory at the top of the heap kept up to this size instead of returned
+TRIM_THRESHOLD = 1 << 31
+OPT_OUT = "GNS_JAX_KEEP_FREED"
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8  # malloc.h
 
 
-def _glibc_version() -> tuple[int, int] | None:
+def wanted(environ: Mapping[str, str], glibc: bool) -> bool:
+    """Whether :func:`keep_freed_memory` should act. Pure."""
+    return glibc and environ.get(OPT_OUT, "1") != "0"
+
+
+def _mallopt():
     try:
-        name, version = os.confstr("CS_GNU_LIBC_VERSION").split()
-        major, minor = version.split(".")[:2]
-        return (int(major), int(minor)) if name == "glibc" else None
+        name = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (AttributeError, ValueError, OSError):
         return None
-
-
-def _thp_mode() -> str | None:
-    """The bracketed mode of the kernel's transparent huge pages, or None when unknown."""
+    if not name.startswith("glibc"):
+        return None
     try:
-        text = open(_THP).read()
-    except OSError:
+        fn = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
         return None
-    start, end = text.find("["), text.find("]")
-    return text[start + 1 : end] if 0 <= start < end else None
+    fn.argtypes, fn.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return fn
 
 
-def huge_page_environment(
-    environ: Mapping[str, str],
-    platform: str,
-    glibc: tuple[int, int] | None,
-    thp_mode: str | None,
-) -> dict[str, str] | None:
-    """The environment to restart with, or None when a restart would gain nothing. Pure."""
-    if environ.get(OPT_OUT, "1") == "0" or environ.get(_RESTARTED):
-        return None
-    if not platform.startswith("linux") or glibc is None or glibc < (2, 35):
-        return None
-    if thp_mode != "madvise":
-        return None
-    tunables = environ.get("GLIBC_TUNABLES", "")
-    if "glibc.malloc.hugetlb" in tunables:
-        return None
-    return {
-        **environ,
-        "GLIBC_TUNABLES": ":".join(t for t in (tunables, TUNABLE) if t),
-        _RESTARTED: "1",
-    }
+def keep_freed_memory(environ: Mapping[str, str] | None = None) -> bool:
+    """One malloc arena and raised mmap and trim thresholds for this process; True when set.
 
-
-def restart_with_huge_pages() -> None:
-    """Re-executes this command once with :data:`TUNABLE`; returns when there is nothing to do."""
-    env = huge_page_environment(os.environ, sys.platform, _glibc_version(), _thp_mode())
-    if env is None:
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    Call it once, first, before threads start allocating (arenas they already made stay);
+    calling it again is harmless."""
+    mallopt = _mallopt()
+    if not wanted(os.environ if environ is None else environ, mallopt is not None):
+        return False
+    limit = 2**31 - 1  # mallopt takes an int
+    ok = mallopt(_M_ARENA_MAX, 1) == 1
+    ok &= any(
+        mallopt(_M_MMAP_THRESHOLD, min(value, limit)) == 1
+        for value in (MMAP_THRESHOLD, _FALLBACK_MMAP_THRESHOLD)
+    )
+    return mallopt(_M_TRIM_THRESHOLD, min(TRIM_THRESHOLD, limit)) == 1 and ok
