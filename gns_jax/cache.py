@@ -28,6 +28,7 @@ from gns_jax.config import DISTRIBUTIONS, check_cache_fraction
 from gns_jax.errors import ConfigError
 from gns_jax.gather import take_rows
 from gns_jax.graph import CSRGraph
+from gns_jax.instrument import PageCacheCounter
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -292,6 +293,7 @@ def build_device_cache(
     with_other: bool = True,
     means: np.ndarray | None = None,
     nonempty: np.ndarray | None = None,
+    page_cache: PageCacheCounter | None = None,
 ) -> tuple[DeviceCache, float]:
     """Builds the device arrays of a snapshot; returns them and the host build time in seconds.
 
@@ -307,6 +309,8 @@ def build_device_cache(
         ``slot_of`` has ``2 num_nodes + 1`` entries, ``num_nodes + v`` for ``v``'s mean row.
       nonempty: :func:`nonempty_probability` of this snapshot's distribution, computed once by a
         caller that refreshes the cache often (default: computed here).
+      page_cache: counts the cached rows read from a memory-mapped store
+        (``TransferMeter.page_cache``).
     """
     start = time.perf_counter()
     m = snapshot.node_ids.shape[0]
@@ -322,11 +326,11 @@ def build_device_cache(
     ids = snapshot.node_ids[: snapshot.num_cached]
     if means is None:
         rows = np.zeros((m + 1, features.shape[1]), dtype=np.float32)
-        take_rows(features, ids, rows[: snapshot.num_cached])  # counted by PAGE_CACHE
+        take_rows(features, ids, rows[: snapshot.num_cached], page_cache)
         slot_of = np.append(snapshot.slot_of, np.int32(m))
     else:
         rows = np.zeros((2 * m + 1, features.shape[1]), dtype=np.float32)
-        take_rows(features, ids, rows[: snapshot.num_cached])
+        take_rows(features, ids, rows[: snapshot.num_cached], page_cache)
         rows[m : m + snapshot.num_cached] = means[ids]
         own = np.where(snapshot.slot_of < m, snapshot.slot_of, 2 * m)
         mean_rows = np.where(snapshot.slot_of < m, snapshot.slot_of + m, 2 * m)

@@ -85,7 +85,7 @@ GROUPS = (
     "GNS (--sampler gns)",
     "LADIES (--sampler ladies)",
     "evaluation",
-    "input pipeline",
+    "input side",
     "checkpoints",
     "several devices (data parallelism; --batch-size is the global batch)",
 )
@@ -244,13 +244,13 @@ class TrainConfig:
     prefetch: int = _option(
         2,
         "batches the input thread prepares ahead while the device computes (0: no thread)",
-        "input pipeline",
+        "input side",
     )
     budget: str = _option(
         "auto",
         "static batch sizes: worst, the exact worst case; calibrated on the first batches "
         "(overflows grow it and resample); auto: calibrated when it saves over 25%%",
-        "input pipeline",
+        "input side",
         choices=BUDGETS,
     )
     checkpoint_dir: str | None = _option(

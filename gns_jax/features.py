@@ -151,12 +151,6 @@ def _aligned_empty(shape: tuple[int, int], dtype: np.dtype, align: int = 64) -> 
     return raw[start : start + size].view(dtype).reshape(shape)
 
 
-# One jitted assembler for the process: a shape compiled for one run serves the next (the
-# benchmark alternates runs); each loader reports the compilations that happened in its lifetime.
-_ASSEMBLE_TRACES = CompileCounter()
-_assemble_jit = jax.jit(_ASSEMBLE_TRACES.wrap(_assemble))
-
-
 class FeatureLoader:
     """Moves the input-layer features of a batch to the device: cache hits stay there.
 
@@ -173,13 +167,16 @@ class FeatureLoader:
         # Rows cross as stored when float16 (half the bytes), as float32 otherwise.
         self._dtype = np.dtype(np.float16 if features.dtype == np.float16 else np.float32)
         self.meter = meter
-        self._traces_before = _ASSEMBLE_TRACES.count
+        # Its own jitted assembler and counter: the compilations are this loader's (another
+        # loader of the same shapes loads them from JAX's persistent compilation cache).
+        self._traces = CompileCounter()
+        self._assemble = jax.jit(self._traces.wrap(_assemble))
         self._no_cache = {}
 
     @property
     def compilations(self) -> int:
-        """Assembler compilations (new row buckets) since this loader was made."""
-        return _ASSEMBLE_TRACES.count - self._traces_before
+        """Assembler compilations (new row buckets) of this loader."""
+        return self._traces.count
 
     def _empty_cache(self, src_nodes: jax.Array, device) -> tuple[jax.Array, jax.Array]:
         """Slots and rows of an empty cache (every slot is the dummy), made once per shape."""
@@ -229,11 +226,13 @@ class FeatureLoader:
             buffer[n:] = 0
             ordered = wanted[order]
             own = int(np.searchsorted(ordered, self.features.shape[0]))  # then mean rows
-            take_rows(self.features, ordered[:own], buffer[:own])
+            counter = self.meter.page_cache
+            take_rows(self.features, ordered[:own], buffer[:own], counter)
             if own < n:
-                take_rows(self.means, ordered[own:] - self.features.shape[0], buffer[own:n])
+                means = ordered[own:] - self.features.shape[0]
+                take_rows(self.means, means, buffer[own:n], counter)
         with watch("h2d"):
             rows, rank = self.meter.put((buffer, rank), tag="features", device=device)
-            x = _assemble_jit(rows, rank, src_nodes, slots, cache_rows)
+            x = self._assemble(rows, rank, src_nodes, slots, cache_rows)
             x = jax.block_until_ready(x)
         return x, int(np.count_nonzero(ids >= 0)), int(wanted.shape[0])

@@ -1,8 +1,8 @@
 """Host row gathers: ``out[:] = store[ids]`` from the host feature store, over threads.
 
 Where a batch's input rows and the GNS cache's rows are read from the host store, so that those
-reads from a memory-mapped file are counted by :data:`gns_jax.instrument.PAGE_CACHE` and a store
-larger than the memory is read the way a disk needs (many reads in flight). Exact evaluation
+reads from a memory-mapped file are counted (:class:`gns_jax.instrument.PageCacheCounter`) and a
+store larger than the memory is read the way a disk needs (many reads in flight). Exact evaluation
 streams the store in row chunks instead (:mod:`gns_jax.evaluate`).
 """
 
@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from gns_jax.data.dataset import beyond_memory
-from gns_jax.instrument import PAGE_CACHE
+from gns_jax.instrument import PageCacheCounter
 
 __all__ = ["IO_READERS", "read_from_disk", "take_rows"]
 
@@ -27,12 +27,19 @@ _pools: dict[str, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()  # loaders may run in several threads (the prefetch thread)
 
 
-def take_rows(store: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+def take_rows(
+    store: np.ndarray,
+    ids: np.ndarray,
+    out: np.ndarray,
+    page_cache: PageCacheCounter | None = None,
+) -> None:
     """``out[:] = store[ids]`` (converting to ``out``'s dtype), split over up to four threads:
     NumPy's ``take`` releases the GIL, and one core copies at about 4 GB/s from a mapped file.
     From a store beyond memory (:func:`gns_jax.data.dataset.beyond_memory`), by
-    :func:`read_from_disk`."""
-    PAGE_CACHE.count(store, ids)  # rows of a mapped file: were they in the page cache?
+    :func:`read_from_disk`. ``page_cache`` counts the rows read from a mapped file and how many
+    were in the page cache (a loader passes its ``TransferMeter.page_cache``)."""
+    if page_cache is not None:
+        page_cache.count(store, ids)  # rows of a mapped file: were they in the page cache?
     if beyond_memory(store):
         return read_from_disk(store, ids, out)
     parts = min(_GATHER_THREADS, ids.shape[0] // _GATHER_SPLIT)

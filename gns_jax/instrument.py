@@ -25,7 +25,6 @@ import numpy as np
 __all__ = [
     "CompileCounter",
     "IoMeter",
-    "PAGE_CACHE",
     "PageCacheCounter",
     "Stopwatch",
     "Reporter",
@@ -47,6 +46,8 @@ class TransferMeter:
     device: jax.Device | None = None
     bytes_by_tag: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     puts_by_tag: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    #: the rows its loader's gathers read from memory-mapped files (shared with an IoMeter)
+    page_cache: PageCacheCounter = dataclasses.field(default_factory=lambda: PageCacheCounter())
 
     def put(self, tree, *, tag: str, device: jax.Device | None = None):
         """``jax.device_put(tree)`` (to ``device``, default the meter's) with its bytes counted
@@ -169,7 +170,8 @@ def major_faults() -> int | None:
 class PageCacheCounter:
     """Rows read from memory-mapped feature files, and how many of them were in the page cache
     just before the read (``mincore``): the page-cache hit rate of a run that reads its features
-    from disk. Process-wide (:data:`PAGE_CACHE`); readers take differences, as of any counter."""
+    from disk. Held by the :class:`TransferMeter` of a loader (its gathers count into it) and
+    read by an :class:`IoMeter` given the same counter; readers take differences."""
 
     def __init__(self):
         self.rows = 0
@@ -218,9 +220,6 @@ def _libc_mincore():
     return fn
 
 
-PAGE_CACHE = PageCacheCounter()
-
-
 def hit_rate(rows: int, resident: int) -> float | None:
     """``resident / rows``; None when no row was read from a mapped file."""
     return resident / rows if rows else None
@@ -247,15 +246,17 @@ class IoMeter:
     None.
     """
 
-    def __init__(self):
+    def __init__(self, page_cache: PageCacheCounter | None = None):
         self.io0 = process_io()
         self.peak_anon: float | None = None
+        #: the counter the gathers of this run count into (``TransferMeter.page_cache``)
+        self.page_cache = page_cache or PageCacheCounter()
         self._start = self._lap = self._counters()
 
-    @staticmethod
-    def _counters() -> tuple:
+    def _counters(self) -> tuple:
         io = process_io()
-        return (None if io is None else io["read_bytes"]), major_faults(), PAGE_CACHE.snapshot()
+        read = None if io is None else io["read_bytes"]
+        return read, major_faults(), self.page_cache.snapshot()
 
     @staticmethod
     def _since(now: tuple, before: tuple) -> dict:

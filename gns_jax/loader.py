@@ -23,7 +23,8 @@ It keeps, in order of use:
   store and moved (:class:`gns_jax.features.FeatureLoader`); every byte is counted by a
   :class:`~gns_jax.instrument.TransferMeter`;
 * **the prefetch**: all of it runs in a background thread up to ``prefetch`` batches ahead of the
-  consumer (:mod:`gns_jax.pipeline`), and the phases are timed (``sample``, ``gather``, ``h2d``).
+  consumer (:class:`gns_jax.prefetch.Prefetcher`), and the phases are timed (``sample``,
+  ``gather``, ``h2d``).
 
 Each :class:`Batch` carries its device arrays (:class:`DeviceBatch`, what the train step reads),
 its position, what it moved, and the loader's :class:`LoaderState` right after it, from which
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -55,7 +57,7 @@ from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, neighbour_means
 from gns_jax.instrument import Stopwatch, TransferMeter
 from gns_jax.parallel import DataParallel
-from gns_jax.pipeline import prefetch
+from gns_jax.prefetch import Prefetcher
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.blocks import Block
 from gns_jax.sampling.budget import (
@@ -200,6 +202,12 @@ class Loader:
         with key ``fold_in(key_t, shard)`` from that device's replica of the cache, and
         ``Batch.inputs`` is the global batch (every leaf stacked over the shards and sharded over
         the mesh). This process samples only its own devices' shards.
+
+    Attributes:
+      sampler: the sampler given (its worst-case budget); the calibrated one is derived from it.
+      feature_loader: the :class:`~gns_jax.features.FeatureLoader` that gathers and moves the
+        input rows (``compilations`` counts its assembler's).
+      meter: the :class:`~gns_jax.instrument.TransferMeter` of every byte moved.
     """
 
     def __init__(
@@ -230,7 +238,7 @@ class Loader:
         if int(seed) < 0:
             raise ConfigError("seed", f"must be >= 0, got {seed}")
         self.dataset = dataset
-        self.worst = sampler
+        self.sampler = sampler
         self.nodes = np.asarray(dataset.train_idx if nodes is None else nodes, dtype=np.int32)
         if self.nodes.size == 0:
             raise ConfigError("nodes", "no seed nodes to iterate")
@@ -255,7 +263,7 @@ class Loader:
                 f"computed the neighbour means of {dataset.num_nodes:,} nodes in "
                 f"{time.perf_counter() - start:.1f}s"
             )
-        self.gather = FeatureLoader(features, self.meter, means=self.means)
+        self.feature_loader = FeatureLoader(features, self.meter, means=self.means)
         # One-time setup may move Python scalars implicitly; the per-batch path moves data only
         # through ``meter.put`` (the tests run it under a transfer guard).
         with jax.transfer_guard_host_to_device("allow"):
@@ -290,12 +298,26 @@ class Loader:
         self._caches: dict = {}  # device -> its replica of the cache
         self._cache_epoch, self._cache_ids = -1, None
 
+    # -- former names (deprecated) -------------------------------------------------------------
+
+    @property
+    def gather(self) -> FeatureLoader:
+        """Deprecated: :attr:`feature_loader`."""
+        warnings.warn("Loader.gather is now Loader.feature_loader", DeprecationWarning, 2)
+        return self.feature_loader
+
+    @property
+    def worst(self) -> Sampler:
+        """Deprecated: :attr:`sampler` (the sampler given, at its worst-case budget)."""
+        warnings.warn("Loader.worst is now Loader.sampler", DeprecationWarning, 2)
+        return self.sampler
+
     # -- state -------------------------------------------------------------------------------
 
     @property
     def budget(self) -> Budget:
         """The budget in use (the worst case until the loader has calibrated)."""
-        return (self._active or self.worst).budget
+        return (self._active or self.sampler).budget
 
     @property
     def growths(self) -> int:
@@ -323,10 +345,10 @@ class Loader:
         self._growths = state.growths
         if state.budget is None:
             self._active = None
-        elif state.budget == self.worst.budget:
-            self._active = self.worst
+        elif state.budget == self.sampler.budget:
+            self._active = self.sampler
         else:
-            self._active = self.worst.with_budget(state.budget)
+            self._active = self.sampler.with_budget(state.budget)
         self._cache, self._caches = None, {}
         self._cache_epoch, self._cache_ids = state.cache_epoch, state.cache_ids
 
@@ -338,24 +360,24 @@ class Loader:
             return self.nodes
         return np.random.default_rng([self.seed, SHUFFLE, epoch]).permutation(self.nodes)
 
-    def epoch(self, epoch: int) -> prefetch:
+    def epoch(self, epoch: int) -> Prefetcher:
         """The batches of one epoch (prefetched)."""
         return self.batches(epoch, epoch + 1)
 
-    def batches(self, start_epoch: int, end_epoch: int, start_index: int = 0) -> prefetch:
+    def batches(self, start_epoch: int, end_epoch: int, start_index: int = 0) -> Prefetcher:
         """Batches of epochs ``start_epoch .. end_epoch - 1``, from batch ``start_index`` of the
         first, in one prefetched stream (the next epoch's cache and batches are prepared while
         the consumer finishes the current one). Close it (``.close()``) if not run to the end."""
         if not 0 <= start_index <= self.num_batches:
             raise ConfigError("start_index", f"must lie in [0, {self.num_batches}]")
-        return prefetch(self._produce(start_epoch, end_epoch, start_index), self.prefetch)
+        return Prefetcher(self._produce(start_epoch, end_epoch, start_index), self.prefetch)
 
     def _draw_cache(self, epoch: int, ids: np.ndarray | None) -> tuple[float, int, int]:
         """Builds the cache of ``epoch`` on the device, from ``ids`` or a fresh draw; returns the
         seconds it took, the distinct nodes and the bytes put on the device."""
         start = time.perf_counter()
         bytes_before = self.meter.bytes_by_tag["cache"]
-        m = self.worst.cache_size
+        m = self.sampler.cache_size
         if ids is None:
             rng = np.random.default_rng([self.seed, CACHE, epoch])
             snapshot = draw_cache(rng, self._probs, m)
@@ -364,12 +386,13 @@ class Loader:
         put = functools.partial(self.meter.put, tag="cache")
         self._caches, _ = build_device_cache(
             self.dataset.graph,
-            self.gather.features,
+            self.feature_loader.features,
             snapshot,
             put=lambda host: {device: put(host, device=device) for _, device in self.lanes},
-            with_other=self.worst.needs_other,
+            with_other=self.sampler.needs_other,
             means=self.means,
             nonempty=self._nonempty,
+            page_cache=self.meter.page_cache,
         )
         self._cache = self._caches[self.lanes[0][1]]
         jax.block_until_ready(list(self._caches.values()))
@@ -380,7 +403,7 @@ class Loader:
 
     def _seeds(self, order: np.ndarray, b: int, counter: int, tag: str):
         ids = order[b * self.batch_size : (b + 1) * self.batch_size]
-        seeds, counter = self.meter.put((self.worst.pad_seeds(ids), np.int32(counter)), tag=tag)
+        seeds, counter = self.meter.put((self.sampler.pad_seeds(ids), np.int32(counter)), tag=tag)
         return ids, seeds, counter
 
     def _calibrate(self, order: np.ndarray) -> None:
@@ -388,25 +411,29 @@ class Loader:
         batches, or, when an epoch has fewer, its batches again with other keys (one batch
         sampled once says little about the next samples of it)."""
         if self.budget_mode == "worst":
-            self._active = self.worst
+            self._active = self.sampler
             return
         if self.shards == 1:
             for i in range(CALIBRATION_BATCHES):
                 _, seeds, counter = self._seeds(order, i % self.num_batches, i, tag="calibration")
                 key = jax.random.fold_in(self._calib_key, counter)
-                self._sizes.observe(self._timed_sample(self.worst, key, seeds))
+                self._sizes.observe(self._timed_sample(self.sampler, key, seeds))
         else:  # every shard of the first batches, sampled alike in every process
             device = self.lanes[0][1]
             for i in range(max(CALIBRATION_BATCHES, self.shards)):
                 b, shard = (i // self.shards) % self.num_batches, i % self.shards
                 ids = self._shard_ids(order, b, shard)
-                seeds = self.meter.put(self.worst.pad_seeds(ids), tag="calibration", device=device)
+                seeds = self.meter.put(
+                    self.sampler.pad_seeds(ids), tag="calibration", device=device
+                )
                 with jax.transfer_guard_host_to_device("allow"):
                     key = jax.random.fold_in(self._calib_key, i)
-                self._sizes.observe(self._timed_sample(self.worst.placed(device), key, seeds))
-        active = self.worst.with_budget(self._sizes.budget(self.worst.budget, CALIBRATION_MARGIN))
-        if self.budget_mode == "auto" and active.budget.saving(self.worst.budget) > AUTO_SAVING:
-            active = self.worst  # the exact worst case is affordable: no overflow possible
+                self._sizes.observe(self._timed_sample(self.sampler.placed(device), key, seeds))
+        active = self.sampler.with_budget(
+            self._sizes.budget(self.sampler.budget, CALIBRATION_MARGIN)
+        )
+        if self.budget_mode == "auto" and active.budget.saving(self.sampler.budget) > AUTO_SAVING:
+            active = self.sampler  # the exact worst case is affordable: no overflow possible
         self._active = active
 
     def _timed_sample(self, sampler: Sampler, key, seeds, cache=None):
@@ -427,7 +454,9 @@ class Loader:
         old = self._active.budget
         for sample in exact_samples:
             self._sizes.observe(sample)
-        self._active = self.worst.with_budget(self._sizes.budget(self.worst.budget, GROWTH_MARGIN))
+        self._active = self.sampler.with_budget(
+            self._sizes.budget(self.sampler.budget, GROWTH_MARGIN)
+        )
         self._growths += 1
         return old
 
@@ -437,16 +466,16 @@ class Loader:
         overflow = np.asarray(jax.device_get(batch.overflow))
         if not overflow.any():
             return batch
-        if self._active is self.worst:
+        if self._active is self.sampler:
             raise RuntimeError(
                 f"sampler budget overflow {overflow.tolist()} (a bug: the budget is the worst case)"
             )
         # Never truncate: measure this batch exactly, grow, and sample it again (one more
         # compilation of the sampler and of the train step).
-        old = self._grow([self._timed_sample(self.worst, key, seeds)])
+        old = self._grow([self._timed_sample(self.sampler, key, seeds)])
         batch = self._timed_sample(self._active, key, seeds)
         if np.asarray(jax.device_get(batch.overflow)).any():
-            self._active = self.worst
+            self._active = self.sampler
             batch = self._timed_sample(self._active, key, seeds)
         self.log(
             f"{self.name} budget grew at batch {index + 1} of epoch {epoch + 1} "
@@ -457,7 +486,7 @@ class Loader:
 
     def _produce(self, start_epoch: int, end_epoch: int, start_index: int) -> Iterator[Batch]:
         """The input side of every batch, in order: cache, calibration, sampling, gather."""
-        uses_cache = self.worst.uses_cache
+        uses_cache = self.sampler.uses_cache
         for epoch in range(start_epoch, end_epoch):
             if epoch == 1:  # the time split leaves out the first epoch (compilation)
                 self.watch.seconds.clear()
@@ -486,7 +515,9 @@ class Loader:
                 with self.watch("sample"):
                     batch = self._sample(key, seeds, epoch, b)
                     jax.block_until_ready(batch)
-                x, num_inputs, rows = self.gather.load(batch.input_nodes, self._cache, self.watch)
+                x, num_inputs, rows = self.feature_loader.load(
+                    batch.input_nodes, self._cache, self.watch
+                )
                 labels, mask = _seed_labels(self.labels, seeds)
                 after = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
                 self.timed_batches += 1
@@ -507,7 +538,7 @@ class Loader:
 
     def _shard_ids(self, order: np.ndarray, b: int, shard: int) -> np.ndarray:
         """The seeds of shard ``shard`` of batch ``b`` (unpadded; possibly none at the end)."""
-        per = self.worst.batch_size
+        per = self.sampler.batch_size
         start = b * self.batch_size + shard * per
         return order[start : min(start + per, (b + 1) * self.batch_size)]
 
@@ -523,7 +554,7 @@ class Loader:
         seeds = {}
         for shard, device in self.lanes:
             ids = self._shard_ids(order, b, shard)
-            seeds[shard] = (ids, self.meter.put(self.worst.pad_seeds(ids), tag="structure",
+            seeds[shard] = (ids, self.meter.put(self.sampler.pad_seeds(ids), tag="structure",
                                                 device=device))  # fmt: skip
         keys = {shard: self._shard_key(counter, shard) for shard, _ in self.lanes}
         while True:
@@ -542,10 +573,10 @@ class Loader:
             overflowed = np.flatnonzero(self.parallel.any(local))
             if overflowed.size == 0:
                 return seeds, samples
-            if self._active is self.worst:
+            if self._active is self.sampler:
                 raise RuntimeError("sampler budget overflow under the worst case (a bug)")
             device = self.lanes[0][1]
-            worst = self.worst.placed(device)
+            worst = self.sampler.placed(device)
             exact = []
             for shard in overflowed:
                 ids = self._shard_ids(order, b, int(shard))
@@ -554,7 +585,7 @@ class Loader:
                 exact.append(self._timed_sample(worst, key, padded, self._cache))
             old = self._grow(exact)
             if self._active.budget == old:
-                self._active = self.worst
+                self._active = self.sampler
             self.log(
                 f"{self.name} budget grew at batch {b + 1} of epoch {epoch + 1} (shards "
                 f"{overflowed.tolist()} overflowed): {_describe(old)} -> "
@@ -572,7 +603,7 @@ class Loader:
             parts, rows, inputs = [], [0] * self.shards, 0
             for shard, device in self.lanes:
                 sample = samples[shard]
-                x, num_inputs, moved = self.gather.load(
+                x, num_inputs, moved = self.feature_loader.load(
                     sample.input_nodes, self._caches.get(device), self.watch, device=device
                 )
                 labels, mask = _seed_labels(self._labels[device], seeds[shard][1])

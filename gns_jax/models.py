@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from gns_jax import rng
+from gns_jax import flat_random
 from gns_jax.features import SparseFeatures
 from gns_jax.sampling.blocks import Block
 
@@ -50,7 +50,7 @@ def dropout(key: jax.Array | None, x: jax.Array, rate: float) -> jax.Array:
     # s = (r % per_word) * bits; this layout fuses into one pass on XLA:CPU.
     rows = x.shape[0] if x.ndim else 1
     view = x.reshape(rows, -1)
-    words = rng.bits(key, (-(-rows // per_word), view.shape[1]))
+    words = flat_random.bits(key, (-(-rows // per_word), view.shape[1]))
     shifts = jnp.arange(per_word, dtype=jnp.uint32)[None, :, None] * bits
     fields = ((words[:, None, :] >> shifts) & ((1 << bits) - 1)).reshape(-1, view.shape[1])
     kept = fields[:rows] < (keep >> (8 - bits))

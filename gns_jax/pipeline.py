@@ -1,86 +1,24 @@
-"""The overlapped input pipeline: a bounded prefetch of batches in a background thread. Host-side.
+"""Deprecated: the prefetch queue is :class:`gns_jax.prefetch.Prefetcher`.
 
-While the device runs step ``t``, a thread samples and gathers the inputs of the next ``depth``
-batches (JAX dispatch is thread-safe; NumPy gathers release the GIL). ``depth=0`` runs the input
-side in the caller's thread, one batch at a time (the synchronous baseline the benchmark compares
-against). Errors in the thread are raised in the caller at the batch where they happened.
-
-The thread runs under ``jax.transfer_guard_host_to_device("disallow")``: everything it moves goes
-through an explicit ``device_put`` (``TransferMeter.put``), so an accidental implicit transfer is
-an error rather than a hidden cost.
+``gns_jax.pipeline.prefetch`` still works and warns; it will be removed (the name ``pipeline``
+is for pipeline parallelism).
 """
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections.abc import Iterator
-from typing import Any
+import warnings
 
-import jax
-
-__all__ = ["prefetch"]
-
-_DONE = object()
+__all__: list[str] = []
 
 
-class prefetch:  # noqa: N801 - used like a function: ``for item in prefetch(items, 2)``
-    """Iterates ``items`` at most ``depth`` items ahead in a daemon thread (``0``: no thread)."""
+def __getattr__(name: str):
+    if name == "prefetch":
+        warnings.warn(
+            "gns_jax.pipeline.prefetch is now gns_jax.prefetch.Prefetcher",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        from gns_jax.prefetch import Prefetcher
 
-    def __init__(self, items: Iterator[Any], depth: int):
-        if depth < 0:
-            raise ValueError(f"prefetch depth must be >= 0, got {depth}")
-        self._items = items
-        self._depth = depth
-        if depth:
-            self._queue: queue.Queue = queue.Queue(maxsize=depth)
-            self._stop = threading.Event()
-            self._thread = threading.Thread(target=self._run, name="gns-jax-input", daemon=True)
-            self._thread.start()
-
-    def _offer(self, entry) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        try:
-            with jax.transfer_guard_host_to_device("disallow"):
-                for item in self._items:
-                    if not self._offer((item, None)):
-                        return
-        except BaseException as error:  # handed to the consumer, raised there
-            self._offer((None, error))
-            return
-        self._offer((_DONE, None))
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if not self._depth:
-            return next(self._items)
-        item, error = self._queue.get()
-        if error is not None:
-            self.close()
-            raise error
-        if item is _DONE:
-            raise StopIteration
-        return item
-
-    def close(self) -> None:
-        """Stops the thread (if any) and drops what it prepared."""
-        if not self._depth:
-            self._items.close()
-            return
-        self._stop.set()
-        while True:
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        self._thread.join()
+        return Prefetcher
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

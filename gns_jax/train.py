@@ -233,7 +233,7 @@ def fit(
                 "checkpoint_dir", "checkpoints are not supported with several processes yet"
             )
     features = prepare_features(dataset, config)
-    meter = TransferMeter()
+    meter = TransferMeter(page_cache=io_meter.page_cache)  # the gathers' mapped reads counted
     sampler = make_sampler(dataset, config)
     loader = make_loader(
         dataset, config, sampler, features, meter, log=reporter.line, parallel=parallel
@@ -257,7 +257,8 @@ def fit(
             seed=config.seed,
             budget=config.budget,
             prefetch=config.prefetch,
-            meter=TransferMeter(),  # its own: evaluation's bytes are not training's
+            # its own: evaluation's bytes are not training's; its mapped reads are counted
+            meter=TransferMeter(page_cache=io_meter.page_cache),
             log=reporter.line,
         )
     counter = CompileCounter()
@@ -451,8 +452,8 @@ def _metrics(
         summed = parallel.sum(np.array([rows, inputs, *shard_rows], dtype=np.int64))
         rows, inputs, shard_rows = int(summed[0]), int(summed[1]), [int(v) for v in summed[2:]]
     times = [h["time_s"] for h in history[1:]] or [h["time_s"] for h in history[:1]] or [0.0]
-    uses_cache = loader.worst.uses_cache
-    budget, worst = loader.budget, loader.worst.budget
+    uses_cache = loader.sampler.uses_cache
+    budget, worst = loader.budget, loader.sampler.budget
     return {
         "status": status,
         "dataset": dataset.name,
@@ -481,8 +482,8 @@ def _metrics(
         "cache_nodes": totals.cached / max(totals.refreshes, 1),
         "cache_bytes_per_refresh": totals.cache_bytes / max(totals.refreshes, 1),
         "compilations": counter.count,
-        "sampler_compilations": loader.worst.compilations,
-        "assemble_compilations": loader.gather.compilations,
+        "sampler_compilations": loader.sampler.compilations,
+        "assemble_compilations": loader.feature_loader.compilations,
         "time_split_s": {
             k: v / max(loader.timed_batches, 1) for k, v in loader.watch.seconds.items()
         },

@@ -16,7 +16,7 @@ from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
 from gns_jax.data.ondisk import read_ogb, read_saved, save_dataset
 from gns_jax.errors import DatasetError
-from gns_jax.instrument import PAGE_CACHE, IoMeter, drop_from_page_cache, process_io
+from gns_jax.instrument import IoMeter, drop_from_page_cache, process_io
 from gns_jax.train import fit
 from tests.test_cli import TINY
 
@@ -264,18 +264,18 @@ def test_io_meter_laps_count_reads_and_page_cache_hits_of_a_mapping_once(block_r
     meter = IoMeter()
     mapped = np.memmap(block_reads, dtype=np.float32, mode="r", shape=(size // 1024, 256))
     rows = np.arange(0, mapped.shape[0], 3)
-    PAGE_CACHE.count(mapped, rows)  # as the gather does, before it reads
+    meter.page_cache.count(mapped, rows)  # as the gather does, before it reads
     assert np.isfinite(mapped[rows]).any()
     cold = meter.lap()
     # from storage through page faults (read-around: several pages each); none were cached
     assert cold["major_faults"] >= 1 and cold["disk_read_bytes"] >= size // 2
     assert cold["mapped_rows_read"] == rows.size and cold["page_cache_hit_rate"] == 0.0
-    PAGE_CACHE.count(mapped, rows)
+    meter.page_cache.count(mapped, rows)
     assert np.isfinite(mapped[rows]).any()  # again: mapped and cached
     warm = meter.lap()  # counts from the previous lap, not from the meter's start
     assert warm["major_faults"] == 0 and warm["disk_read_bytes"] < size // 10
     assert warm["mapped_rows_read"] == rows.size and warm["page_cache_hit_rate"] == 1.0
-    PAGE_CACHE.count(np.asarray(mapped[:10]), np.arange(10))  # in memory: not a mapped read
+    meter.page_cache.count(np.asarray(mapped[:10]), np.arange(10))  # in memory: not a mapped read
     assert meter.lap()["mapped_rows_read"] == 0
     total = meter.to_json()
     assert total["major_faults"] >= cold["major_faults"]
@@ -329,7 +329,7 @@ def test_feature_check_of_a_large_mapped_file_streams_it_out_of_the_page_cache(
     gc.collect()
     fresh = np.load(path, mmap_mode="r", allow_pickle=False)
     meter = IoMeter()
-    PAGE_CACHE.count(fresh, np.arange(fresh.shape[0]))
+    meter.page_cache.count(fresh, np.arange(fresh.shape[0]))
     resident = meter.lap()["page_cache_hit_rate"]
     # streamed: the checked pages were dropped; through the map they stay (the old behaviour)
     assert resident < 0.1 if over_budget else resident > 0.9

@@ -1,6 +1,8 @@
-"""The prefetching input pipeline and the memory-mapped feature path."""
+"""The prefetch queue and the memory-mapped feature path."""
 
 import dataclasses
+import subprocess
+import sys
 import threading
 
 import jax
@@ -9,7 +11,7 @@ import pytest
 
 from gns_jax.features import FeatureLoader
 from gns_jax.instrument import TransferMeter
-from gns_jax.pipeline import prefetch
+from gns_jax.prefetch import Prefetcher
 from gns_jax.sampling.budget import bucket
 from gns_jax.train import TrainConfig, fit
 
@@ -18,7 +20,7 @@ CONFIG = TrainConfig(epochs=3, batch_size=16, fanouts=(4, 3), hidden=16, cache_f
 
 @pytest.mark.parametrize("depth", [0, 1, 3])
 def test_prefetch_yields_every_item_in_order(depth):
-    assert list(prefetch(iter(range(50)), depth)) == list(range(50))
+    assert list(Prefetcher(iter(range(50)), depth)) == list(range(50))
 
 
 def test_prefetch_raises_the_producer_error_at_its_batch():
@@ -27,7 +29,7 @@ def test_prefetch_raises_the_producer_error_at_its_batch():
         yield 2
         raise KeyError("bad batch")
 
-    got = prefetch(items(), 2)
+    got = Prefetcher(items(), 2)
     assert next(got) == 1 and next(got) == 2
     with pytest.raises(KeyError, match="bad batch"):
         next(got)
@@ -41,7 +43,7 @@ def test_prefetch_close_stops_the_thread_early():
             produced.append(i)
             yield i
 
-    got = prefetch(items(), 2)
+    got = Prefetcher(items(), 2)
     assert next(got) == 0
     got.close()
     assert not any(t.name == "gns-jax-input" and t.is_alive() for t in threading.enumerate())
@@ -119,3 +121,33 @@ def test_threaded_row_gather_equals_numpy_indexing(monkeypatch, dtype):
         out = np.full((count, 7), np.nan, np.float32)
         gather.take_rows(store, ids, out)
         np.testing.assert_array_equal(out, store[ids].astype(np.float32))
+
+
+_LEFT_RUNNING = """
+import numpy as np
+from gns_jax.data import synthetic
+from gns_jax.loader import Loader
+from gns_jax.sampling import NodeWiseSampler
+data = synthetic(np.random.default_rng(0), nodes=20000, degree=10, features=64, classes=4)
+loader = Loader(data, NodeWiseSampler(data.graph, (10, 5), 256), seed=0, prefetch=2)
+batches = iter(loader.batches(0, 50))
+next(batches)
+print("left the loop")  # and exit with the producer thread busy in native code
+"""
+
+
+@pytest.mark.slow
+def test_exiting_with_a_prefetch_thread_running_exits_cleanly():
+    # Without the stop at exit the daemon thread was killed inside XLA: "terminate called ...",
+    # exit status 134, in 2 of 3 runs here.
+    out = subprocess.run([sys.executable, "-c", _LEFT_RUNNING], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "left the loop"
+
+
+def test_the_former_name_still_works_and_warns():
+    import gns_jax.pipeline
+
+    with pytest.warns(DeprecationWarning, match="gns_jax.prefetch.Prefetcher"):
+        former = gns_jax.pipeline.prefetch
+    assert former is Prefetcher

@@ -45,7 +45,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from gns_jax import rng
+from gns_jax import flat_random
 from gns_jax.cache import DeviceCache
 from gns_jax.config import WEIGHT_CLIP, WEIGHTS, check_estimator
 from gns_jax.errors import ConfigError
@@ -100,7 +100,7 @@ def cache_first_layer(
     nbrs_o, mask_o, _ = expand_layer(key_o, other, dst, min_fanout)
     # Floyd's columns are a uniform subset but not in a uniform order (and a short row is in
     # storage order): shuffle each row's picks, so that the first `shortfall` are uniform too.
-    noise = rng.uniform(jax.random.fold_in(key_o, 1), nbrs_o.shape)
+    noise = flat_random.uniform(jax.random.fold_in(key_o, 1), nbrs_o.shape)
     order = jnp.argsort(jnp.where(mask_o, noise, 2.0), axis=1)
     nbrs_o = jnp.take_along_axis(nbrs_o, order, axis=1)
     mask_o = jnp.take_along_axis(mask_o, order, axis=1)

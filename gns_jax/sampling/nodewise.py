@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gns_jax import rng
+from gns_jax import flat_random
 from gns_jax.errors import GraphError
 from gns_jax.graph import CSRGraph
 from gns_jax.sampling.base import JittedSampler, check_fanouts
@@ -107,7 +107,7 @@ def sample_without_replacement(key: jax.Array, degree: jax.Array, k: int) -> jax
     # Floyd: for j = d-k, ..., d-1 pick t uniform in [0, j]; take t unless already taken, else j.
     # Every k-subset comes out with probability 1 / C(d, k), with exactly k draws per row.
     top = degree[:, None] - k + columns  # j of every draw, [n, k]
-    words = rng.bits(key, (n, k))
+    words = flat_random.bits(key, (n, k))
     draws = (words % jnp.maximum(top + 1, 1).astype(jnp.uint32)).astype(jnp.int32)
 
     # A fori_loop (not a Python loop) keeps compile time flat for large k.
