@@ -354,13 +354,13 @@ def _load(spec: str, data_dir: str | None, split_seed: int, quiet: bool):
 
 def run_train(args: argparse.Namespace) -> dict:
     """``gns-jax train``: returns the JSON results (also written to ``--out``)."""
-    start_processes(args)
-    import jax
-
-    from gns_jax.train import fit
-
+    start_processes(args)  # imports JAX only with --coordinator
     config = _config(args)
-    lead = jax.process_index() == 0  # with several processes, process 0 writes and reports
+    lead = True
+    if args.coordinator is not None:  # with several processes, process 0 writes and reports
+        import jax
+
+        lead = jax.process_index() == 0
     quiet = args.quiet or not lead
     out = check_output(args.out) if args.out is not None and lead else None
 
@@ -369,9 +369,13 @@ def run_train(args: argparse.Namespace) -> dict:
 
     if out is not None:  # a run killed before its first epoch leaves no stale results behind
         write({"status": "starting", "config": config.to_json()})
+    # Before JAX is imported: a bad dataset is a one-line error in a fraction of a second.
     dataset = _load(config.dataset, config.data_dir, config.split_seed, quiet)
     if not quiet:  # once, after the data loaded: a bad dataset stays a one-line error
         print(_describe(config), file=sys.stderr)
+    enable_compile_cache(args.no_compile_cache)
+    from gns_jax.train import fit
+
     result = fit(dataset, config, quiet=quiet, on_epoch=write if out else None)
     metrics = result.metrics
     if out is not None:
@@ -508,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.command in ("train", "predict"):
+        if args.command == "predict":
             enable_compile_cache(args.no_compile_cache)
         if args.command == "train":
             run_train(args)

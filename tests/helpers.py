@@ -4,6 +4,13 @@ import numpy as np
 
 from gns_jax.graph import CSRGraph, from_edges
 
+# A command line of a tiny run (400 nodes, 2 epochs, a few seconds), for the command's tests.
+TINY_SPEC = "synthetic:nodes=400,degree=6,features=8,classes=3"
+TINY_ARGS = (
+    *("--dataset", TINY_SPEC, "--epochs", "2", "--batch-size", "16"),
+    *("--fanouts", "4,3", "--hidden", "16"),
+)
+
 
 def random_graph(
     seed: int, num_nodes: int = 60, num_edges: int = 150, isolated: int = 5

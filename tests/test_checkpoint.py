@@ -3,6 +3,7 @@ checkpoints fall back; incompatible ones are refused; predictions come from the 
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +18,8 @@ from gns_jax.checkpoint import Checkpointer, CheckpointWarning
 from gns_jax.cli import main
 from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
-from gns_jax.errors import ConfigError
 from gns_jax.train import fit
+from tests.helpers import TINY_SPEC
 
 ROOT = Path(__file__).resolve().parent.parent
 # Cora: 140 training nodes in batches of 32, so 5 batches an epoch.
@@ -144,60 +145,75 @@ def test_corrupt_latest_checkpoint_falls_back_with_a_warning(tiny_dataset, tmp_p
     assert [e["epoch"] for e in resumed["epochs"]] == [1, 2, 3]
 
 
-def test_truncated_record_falls_back_and_nothing_readable_is_an_error(tiny_dataset, tmp_path):
-    import dataclasses
-
+@pytest.mark.integration
+def test_truncated_record_falls_back_and_nothing_readable_is_an_error(
+    trained_run, tmp_path, capsys
+):
     folder = tmp_path / "ckpt"
-    config = _small_run(folder)
-    fit(tiny_dataset, config, quiet=True)
+    shutil.copytree(trained_run.checkpoints, folder)  # the session's run: two epochs' ends
+    argv = [*trained_run.argv[: trained_run.argv.index("--out")], "--quiet"]
+    argv += ["--checkpoint-dir", str(folder), "--resume", "--out", str(tmp_path / "r.json")]
     steps = Checkpointer(folder).steps()
+    assert len(steps) == 2
     (folder / str(steps[-1]) / "record" / "metadata").write_text('{"format": "gns-jax-chec')
-    with pytest.warns(CheckpointWarning):
-        again = fit(tiny_dataset, dataclasses.replace(config, resume=True), quiet=True)
-    assert again.metrics["resumed_from_step"] == steps[0]
+    with pytest.warns(CheckpointWarning, match=f"checkpoint {steps[-1]}.*using checkpoint"):
+        assert main(argv) == 0
+    again = json.loads((tmp_path / "r.json").read_text())
+    assert again["resumed_from_step"] == steps[0]
+    assert [e["epoch"] for e in again["epochs"]] == [1, 2]
+    # the epoch trained again after the fallback gives the uninterrupted run's numbers
+    assert again["epochs"][1]["train_loss"] == trained_run.result["epochs"][1]["train_loss"]
     for step in Checkpointer(folder).steps():  # now every record is unreadable
         (folder / str(step) / "record" / "metadata").write_text("")
+    capsys.readouterr()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CheckpointWarning)
-        with pytest.raises(ConfigError, match="no readable checkpoint"):
-            fit(tiny_dataset, dataclasses.replace(config, resume=True), quiet=True)
+        assert main(argv) == 2
+    assert "no readable checkpoint" in capsys.readouterr().err
 
 
-def test_incompatible_checkpoints_are_refused(tiny_dataset, tmp_path):
-    import dataclasses
-
+@pytest.mark.integration
+def test_incompatible_checkpoints_are_refused(trained_run, tmp_path, capsys):
     folder = tmp_path / "ckpt"
-    config = _small_run(folder)
-    fit(tiny_dataset, config, quiet=True)
-    with pytest.raises(ConfigError, match="earlier run"):
-        fit(tiny_dataset, config, quiet=True)  # not told to resume
-    with pytest.raises(ConfigError, match="other options: lr"):
-        fit(tiny_dataset, dataclasses.replace(config, lr=0.1, resume=True), quiet=True)
-    other = load_dataset("synthetic:nodes=300,degree=6,features=16,classes=4")
-    with pytest.raises(ConfigError, match="another dataset"):
-        fit(other, dataclasses.replace(config, resume=True), quiet=True)
+    shutil.copytree(trained_run.checkpoints, folder)
+    argv = [*trained_run.argv[: trained_run.argv.index("--out")], "--quiet"]
+    argv += ["--checkpoint-dir", str(folder)]
+
+    def refused(*extra: str) -> str:
+        capsys.readouterr()
+        assert main([*argv, *extra]) == 2
+        return capsys.readouterr().err
+
+    assert "earlier run" in refused()  # not told to resume
+    assert "other options: lr" in refused("--lr", "0.1", "--resume")
+    other = "synthetic:nodes=300,degree=6,features=8,classes=3"
+    assert "another dataset" in refused("--resume", "--dataset", other)
     # More epochs (and another prefetch) change no number: allowed.
-    more = fit(tiny_dataset, dataclasses.replace(config, epochs=3, prefetch=0, resume=True))
-    assert len(more.metrics["epochs"]) == 3
+    out = tmp_path / "more.json"
+    assert main([*argv, "--resume", "--epochs", "3", "--prefetch", "0", "--out", str(out)]) == 0
+    more = json.loads(out.read_text())
+    assert [e["epoch"] for e in more["epochs"]] == [1, 2, 3]
+    losses = [e["train_loss"] for e in more["epochs"][:2]]
+    assert losses == [e["train_loss"] for e in trained_run.result["epochs"]]  # kept, not rerun
 
 
-def test_predict_writes_the_predictions_of_the_reported_test_accuracy(tmp_path, capsys):
-    folder, out = tmp_path / "ckpt", tmp_path / "r.json"
-    args = ["--checkpoint-dir", str(folder), "--out", str(out)]
-    assert main([*RUN[:8], "4", *RUN[9:], *args]) == 0
-    result = json.loads(out.read_text())
+@pytest.mark.integration
+def test_predict_writes_the_predictions_of_the_reported_test_accuracy(
+    trained_run, tmp_path, capsys
+):
+    folder, result = trained_run.checkpoints, trained_run.result
     pred_path = tmp_path / "pred.npy"
     code = main(
-        ["predict", "--checkpoint", str(folder), "--dataset", "cora", "--out", str(pred_path)]
+        ["predict", "--checkpoint", str(folder), "--dataset", TINY_SPEC, "--out", str(pred_path)]
     )
     assert code == 0
     pred = np.load(pred_path, allow_pickle=False)
-    ds = load_dataset("cora")
+    ds = load_dataset(TINY_SPEC)
     assert pred.shape == (ds.num_nodes,) and pred.dtype == np.int32
     assert float(np.mean(pred[ds.test_idx] == ds.labels[ds.test_idx])) == result["test_accuracy"]
     assert float(np.mean(pred[ds.val_idx] == ds.labels[ds.val_idx])) == result["val_accuracy"]
     # The wrong dataset, or a folder that holds no checkpoint: one line, exit 2.
-    assert main(["predict", "--checkpoint", str(folder), "--dataset", "citeseer",
+    assert main(["predict", "--checkpoint", str(folder), "--dataset", "cora",
                  "--out", str(pred_path)]) == 2  # fmt: skip
     assert "not of" in capsys.readouterr().err
     os.makedirs(tmp_path / "empty")

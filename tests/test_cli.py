@@ -8,19 +8,9 @@ import numpy as np
 import pytest
 
 from gns_jax.cli import main
+from tests.helpers import TINY_ARGS
 
-TINY = [
-    "--dataset",
-    "synthetic:nodes=400,degree=6,features=8,classes=3",
-    "--epochs",
-    "2",
-    "--batch-size",
-    "16",
-    "--fanouts",
-    "4,3",
-    "--hidden",
-    "16",
-]
+TINY = list(TINY_ARGS)
 
 KEYS = {
     "dataset",
@@ -45,28 +35,23 @@ KEYS = {
 }
 
 
-@pytest.mark.slow
-def test_train_writes_the_json_contract(tmp_path, capsys):
-    out = tmp_path / "r.json"
-    assert main(["train", *TINY, "--out", str(out)]) == 0
-    result = json.loads(out.read_text())
+@pytest.mark.integration
+def test_train_writes_the_json_contract(trained_run):
+    result = trained_run.result
     assert KEYS <= set(result)
+    assert result["status"] == "completed"
     assert result["sampler"] == "gns" and result["compilations"] == 1  # GNS is the default
     assert 0 <= result["cache_hit_rate"] <= 1 and result["cache_refreshes"] == 2
     assert result["config"]["fanouts"] == [4, 3]
-    assert len(result["epochs"]) == 2
+    assert [e["epoch"] for e in result["epochs"]] == [1, 2]  # counted from 1, as printed
     assert set(result["epochs"][0]) >= {"epoch", "train_loss", "val_accuracy", "time_s"}
+    assert 1 <= result["best_epoch"] <= 2
     assert 0 <= result["test_accuracy"] <= 1
     assert 0 < result["peak_rss_gib"] < 64  # this process: JAX plus a tiny graph
     assert "glibc_tunables" in result["environment"]
-    captured = capsys.readouterr()
-    assert "test accuracy" in captured.out
-    assert "epoch    1/2" in captured.err  # progress on stderr
-
-
-def test_quiet_silences_progress(capsys):
-    assert main(["train", *TINY, "--quiet"]) == 0
-    assert capsys.readouterr().err == ""
+    assert "test accuracy" in trained_run.stdout
+    assert "epoch    1/2" in trained_run.stderr  # progress on stderr
+    assert f"at epoch {result['best_epoch']})" in trained_run.stdout  # the JSON's numbering
 
 
 @pytest.mark.parametrize(
@@ -115,6 +100,7 @@ def test_bad_dataset_is_one_clear_line(tmp_path, capsys):
     assert "no_such_dataset" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 def test_nan_features_exit_non_zero_as_a_module(tmp_path):
     n = 12
     x = np.ones((n, 2), np.float32)
@@ -165,7 +151,10 @@ def test_help_shows_every_default_once(capsys):
         assert f"(default: {shown}" in flat, shown
 
 
-def test_out_is_written_after_every_epoch_and_atomically(tmp_path, monkeypatch):
+@pytest.mark.integration
+def test_out_is_written_after_every_epoch_and_atomically_and_quiet_is_silent(
+    tmp_path, monkeypatch, capsys
+):
     import gns_jax.cli as cli
 
     out = tmp_path / "r.json"
@@ -182,6 +171,7 @@ def test_out_is_written_after_every_epoch_and_atomically(tmp_path, monkeypatch):
     assert main(["train", *TINY, "--quiet", "--out", str(out)]) == 0
     # replaced before anything else happened, then after each of the 2 epochs, then complete
     assert seen == ["starting", "running", "running", "completed"]
+    assert capsys.readouterr().err == ""  # --quiet: no progress
 
 
 def test_out_that_is_a_folder_fails_before_training(tmp_path, capsys):

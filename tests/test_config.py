@@ -121,6 +121,17 @@ def test_help_imports_no_jax():
     assert out.stdout.strip() == "[]"
 
 
+def test_a_bad_dataset_is_refused_before_jax_is_imported(tmp_path):
+    code = (
+        "import sys; from gns_jax.cli import main; "
+        f"code = main(['train', '--dataset', {str(tmp_path / 'missing')!r}, '--quiet']); "
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'flax')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2 []"
+    assert "--dataset" in out.stderr and "missing" in out.stderr
+
+
 @pytest.mark.parametrize(
     "argv, expected",
     [

@@ -34,6 +34,7 @@ def test_bench_epoch_reports_ns_and_gns_side_by_side(tmp_path, capsys):
     assert "| NS |" in (tmp_path / "bench_epoch.md").read_text()
 
 
+@pytest.mark.slow
 def test_our_ns_sampling_rate_runs_on_a_calibrated_budget(capsys):
     data = load_dataset("synthetic:nodes=3000,degree=12,features=8,classes=3")
     args = argparse.Namespace(fanouts=(5, 3), batch_size=64)

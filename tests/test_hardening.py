@@ -164,6 +164,7 @@ def test_synthetic_optional_keys_take_the_documented_defaults():
     )
 
 
+@pytest.mark.integration
 def test_negative_seed_exits_2_on_the_command_line():
     assert_clean_exit(
         cli_train("synthetic:nodes=400,degree=6,features=8,classes=3,seed=-1"),
@@ -225,6 +226,7 @@ def test_planetoid_feature_column_ids_out_of_range_are_refused(tmp_path):
         assert "outside [0, 1433)" in message
 
 
+@pytest.mark.integration
 def test_planetoid_column_id_crash_exits_2_on_the_command_line(tmp_path):
     folder = planetoid_copy(tmp_path, "cora")
     repickle(folder / "ind.cora.tx", lambda m: m.indices.__setitem__(0, 2**31 - 1))
@@ -361,6 +363,7 @@ def _drop_at_60_unsigned(indptr):
     return np.where(np.arange(indptr.size) == 60, indptr[59] - 1, indptr).astype(np.uint64)
 
 
+@pytest.mark.integration
 def test_gnn_benchmark_sparse_ids_out_of_range_are_refused(tmp_path):
     cases = [
         (_entry("attr_indices", 3, 2**31 - 1), "sparse matrix 'attr': column id 2147483647"),
@@ -449,6 +452,7 @@ def test_npz_members_are_checked_before_allocation(tmp_path):
 # --- Tolokers-style .npz -----------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_tolokers_label_outside_the_classes_is_refused(tmp_path):
     from tests.test_datasets import write_npz
 
@@ -501,6 +505,7 @@ def test_facebook_small_folder_loads(tmp_path):
     assert ds.features.sum() == 360
 
 
+@pytest.mark.integration
 def test_facebook_target_cut_mid_row(tmp_path):
     folder = facebook_folder(tmp_path / "fb")
     target = folder / "facebook_target.csv"
@@ -555,6 +560,7 @@ def edit_meta(folder: Path, change) -> None:
     path.write_text(json.dumps(meta))
 
 
+@pytest.mark.integration
 def test_meta_json_missing_a_key_or_not_an_object(saved):
     meta = saved / "meta.json"
     original = meta.read_text()
@@ -648,6 +654,7 @@ def test_saved_num_classes_beyond_the_labels(saved):
         load_dataset(str(saved))
 
 
+@pytest.mark.integration
 def test_saved_directed_graph_is_refused(saved):
     indptr, indices = np.load(saved / "indptr.npy"), np.load(saved / "indices.npy")
     senders = indices
@@ -687,6 +694,7 @@ def test_interrupted_save_is_reported_as_incomplete(tmp_path, monkeypatch):
     assert newest.name == "meta.json"
 
 
+@pytest.mark.integration
 def test_save_onto_an_existing_file(tmp_path):
     target = tmp_path / "taken.txt"
     target.write_text("keep me\n")
@@ -716,6 +724,7 @@ def ogb_dir(root: Path, fmt: str = "csv") -> Path:
     return _ogb_dir(small_synthetic(), root, fmt)
 
 
+@pytest.mark.integration
 def test_ogb_label_beyond_the_classes_is_refused(tmp_path):
     root = ogb_dir(tmp_path / "ogbn-small")
     label = root / "raw" / "node-label.csv"
@@ -1000,6 +1009,7 @@ def _ogb_variants(v: Variants, root: Path):
     edited("count", "raw/num-node-list.csv", line(0, "199"))
 
 
+@pytest.mark.slow  # 130 variants: the corpus of the slow run
 def test_fuzz_every_format_ends_in_an_error_or_a_valid_dataset(tmp_path):
     v = Variants(tmp_path / "variants")
     v.root.mkdir()

@@ -137,6 +137,7 @@ def test_claim_4_rate_check_fails_when_the_sweep_cannot_resolve_a_rate():
     assert row["matches"] == all(p["mean"] <= b for p, b in zip(row["horizons"], result["band"]))
 
 
+@pytest.mark.slow
 def test_claim_5_crossing_and_the_estimators_order():
     assert predict.crossing([0.01, 0.1, 1.0], [100.0, 10.0, 1.0], 10.0) == pytest.approx(0.1)
     assert predict.crossing([0.01, 0.1, 1.0], [100.0, 10.0, 1.0], 31.6227766) == pytest.approx(
@@ -607,6 +608,7 @@ def test_saved_runs_are_read_compressed_or_inside_an_archive(tmp_path, capsys):
     assert "no member x.json" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
     out = tmp_path / "theory.json"
     assert main(["--setting", "tiny", "--only", "unbiased", "--json", str(out)]) == 0

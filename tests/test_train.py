@@ -13,21 +13,18 @@ from gns_jax.instrument import CompileCounter
 from gns_jax.loader import Loader
 from gns_jax.train import fit, init_state, make_train_step, train_step
 
-CONFIG = TrainConfig(
-    sampler="ns", epochs=3, batch_size=16, fanouts=(4, 3), hidden=32, lr=0.01, seed=0
-)
-
 
 @pytest.fixture(scope="module")
-def step_inputs(tiny_dataset):
+def step_inputs(tiny_dataset, tiny_config):
     ds = tiny_dataset
-    tx = make_optimizer(CONFIG)
-    graphdef, state = init_state(make_model(ds, CONFIG, jax.random.key(0)), tx)
-    loader = Loader(ds, make_sampler(ds, CONFIG), seed=0, prefetch=0, budget="worst")
+    tx = make_optimizer(tiny_config)
+    graphdef, state = init_state(make_model(ds, tiny_config, jax.random.key(0)), tx)
+    loader = Loader(ds, make_sampler(ds, tiny_config), seed=0, prefetch=0, budget="worst")
     batches = [b.inputs for _, b in zip(range(3), loader.epoch(0))]
     return graphdef, tx, state, batches
 
 
+@pytest.mark.slow
 def test_jit_matches_eager(step_inputs):
     graphdef, tx, state, batches = step_inputs
     key = jax.random.key(7)
@@ -57,11 +54,12 @@ def test_train_step_compiles_once(step_inputs, caplog):
     assert counter.count == 1
 
 
-def test_fit_compiles_the_step_once_and_is_deterministic(tiny_dataset):
-    config = dataclasses.replace(CONFIG, epochs=4)
+@pytest.mark.integration
+def test_fit_compiles_the_step_once_and_is_deterministic(tiny_config, tiny_dataset):
+    config = dataclasses.replace(tiny_config, epochs=2)
     a = fit(tiny_dataset, config, quiet=True).metrics
     b = fit(tiny_dataset, config, quiet=True).metrics
-    assert a["compilations"] == 1  # one configuration, four epochs, three batches each
+    assert a["compilations"] == 1  # one configuration, two epochs, three batches each
     assert [e["train_loss"] for e in a["epochs"]] == [e["train_loss"] for e in b["epochs"]]
     c = fit(tiny_dataset, dataclasses.replace(config, seed=1), quiet=True).metrics
     assert [e["train_loss"] for e in a["epochs"]] != [e["train_loss"] for e in c["epochs"]]
@@ -72,6 +70,7 @@ def test_fit_compiles_the_step_once_and_is_deterministic(tiny_dataset):
     assert a["h2d_bytes_per_batch"] >= a["h2d_rows_per_batch"] * row_bytes
 
 
+@pytest.mark.slow
 def test_tiny_overfit(tiny_dataset):
     config = TrainConfig(
         sampler="ns",
@@ -89,9 +88,10 @@ def test_tiny_overfit(tiny_dataset):
     assert result["epochs"][-1]["train_loss"] < 0.2 * result["epochs"][0]["train_loss"]
 
 
-def test_fit_runs_without_implicit_transfers(tiny_dataset):
+@pytest.mark.integration
+def test_fit_runs_without_implicit_transfers(tiny_config, tiny_dataset):
     with jax.transfer_guard_host_to_device("disallow"):
-        result = fit(tiny_dataset, dataclasses.replace(CONFIG, epochs=2), quiet=True).metrics
+        result = fit(tiny_dataset, dataclasses.replace(tiny_config, epochs=2), quiet=True).metrics
     assert result["compilations"] == 1
 
 
@@ -105,13 +105,16 @@ def test_auto_feature_norm_rows_normalises_only_sparse_bag_of_words(tiny_dataset
     assert feature_norm(tiny_dataset, dataclasses.replace(config, feature_norm="row")) == "row"
 
 
-def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(tiny_dataset, monkeypatch):
+@pytest.mark.slow
+def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(
+    tiny_config, tiny_dataset, monkeypatch
+):
     import gns_jax.loader as loader_module
 
     # Calibrate on one batch with no head-room, so that later batches overflow and must grow.
     monkeypatch.setattr(loader_module, "CALIBRATION_BATCHES", 1)
     monkeypatch.setattr(loader_module, "CALIBRATION_MARGIN", 0.6)
-    config = dataclasses.replace(CONFIG, epochs=3, budget="calibrated")
+    config = dataclasses.replace(tiny_config, epochs=3, budget="calibrated")
     first = fit(tiny_dataset, config, quiet=True).metrics
     budget = first["budget"]
     assert budget["calibrated"] and budget["growths"] >= 1
@@ -125,8 +128,9 @@ def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(tiny_dataset
     assert again["budget"] == budget
 
 
-def test_worst_case_budget_never_grows(tiny_dataset):
-    result = fit(tiny_dataset, dataclasses.replace(CONFIG, budget="worst"), quiet=True).metrics
+@pytest.mark.integration
+def test_worst_case_budget_never_grows(tiny_config, tiny_dataset):
+    result = fit(tiny_dataset, dataclasses.replace(tiny_config, budget="worst"), quiet=True).metrics
     assert not result["budget"]["calibrated"] and result["budget"]["growths"] == 0
     assert result["budget"]["input_slots"] == result["budget"]["worst_case_input_slots"]
 
