@@ -60,10 +60,34 @@ def dataset_identity(dataset) -> dict:
     }
 
 
+def _is_key(leaf) -> bool:
+    return isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def storable(tree):
+    """``tree`` with every typed PRNG key array (an ``nnx.Rngs`` stream's key, say) replaced by
+    its raw ``uint32`` key data, which orbax and the digest can write."""
+    return jax.tree.map(lambda leaf: jax.random.key_data(leaf) if _is_key(leaf) else leaf, tree)
+
+
+def unstorable(tree, template):
+    """The inverse of :func:`storable`: key data back into keys where ``template`` has keys."""
+
+    def back(leaf, like):
+        return (
+            jax.random.wrap_key_data(leaf, impl=jax.random.key_impl(like))
+            if _is_key(like)
+            else leaf
+        )
+
+    return jax.tree.map(back, tree, template)
+
+
 def digest(tree) -> str:
-    """SHA-256 over every leaf's dtype, shape and bytes, in tree order (host copies)."""
+    """SHA-256 over every leaf's dtype, shape and bytes, in tree order (host copies; PRNG keys
+    as their key data)."""
     h = hashlib.sha256()
-    for leaf in jax.tree.leaves(jax.device_get(tree)):
+    for leaf in jax.tree.leaves(jax.device_get(storable(tree))):
         a = np.ascontiguousarray(np.asarray(leaf))
         h.update(f"{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
@@ -117,7 +141,7 @@ class Checkpointer:
         self._manager.save(
             step,
             args=ocp.args.Composite(
-                arrays=ocp.args.StandardSave(arrays), record=ocp.args.JsonSave(record)
+                arrays=ocp.args.StandardSave(storable(arrays)), record=ocp.args.JsonSave(record)
             ),
             force=True,
         )
@@ -137,11 +161,11 @@ class Checkpointer:
     def restore(self, step: int, template: Any, record: dict) -> Any:
         """The arrays of checkpoint ``step``, shaped like ``template``; checks the digest."""
         ocp = self._ocp
-        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, template)
+        abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, storable(template))
         out = self._manager.restore(
             step, args=ocp.args.Composite(arrays=ocp.args.StandardRestore(abstract))
         )
-        arrays = out["arrays"]
+        arrays = unstorable(out["arrays"], template)
         if digest(arrays) != record.get("digest"):
             raise ValueError("its arrays do not match the digest written with them")
         return arrays

@@ -174,15 +174,19 @@ def parallel_train_step(state, batch, key_data, *, graphdef, tx):
     key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
 
     def loss_fn(params):
-        model = nnx.merge(graphdef, params, state.rest)
+        model = nnx.merge(graphdef, params, state.rest, copy=True)
         logits = model(batch.x, batch.blocks, key=key)
-        return _summed_loss(logits, batch.labels, batch.seed_mask), logits
+        rest = nnx.state(model, nnx.Not(nnx.Param))
+        return _summed_loss(logits, batch.labels, batch.seed_mask), (logits, rest)
 
     # The parameters enter replicated (invariant over the mesh axis) and the summed loss
     # varies over it, so under shard_map's varying-axes checking the gradient with respect to
     # the parameters already is the sum over devices (the transpose of the implicit broadcast
     # is a psum): it needs no psum of its own, only the division by the batch's seed count.
-    (total, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (total, (logits, rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    # The other variables stay replicated: batch statistics are averaged over the devices'
+    # shards; counters and keys advance the same way on every device.
+    rest = jax.tree.map(_replicated, rest)
     count = jax.lax.psum(jnp.sum(batch.seed_mask).astype(jnp.float32), AXIS)
     scale = 1.0 / jnp.maximum(count, 1.0)
     grads = jax.tree.map(lambda g: g * scale, grads)
@@ -195,7 +199,14 @@ def parallel_train_step(state, batch, key_data, *, graphdef, tx):
         "correct": jax.lax.psum(correct, AXIS),
         "count": count.astype(jnp.int32),
     }
-    return state._replace(params=params, opt_state=opt_state, step=state.step + 1), metrics
+    new = state._replace(params=params, opt_state=opt_state, step=state.step + 1, rest=rest)
+    return new, metrics
+
+
+def _replicated(leaf: jax.Array) -> jax.Array:
+    if jnp.issubdtype(leaf.dtype, jnp.floating):
+        return jax.lax.pmean(leaf, AXIS)
+    return leaf
 
 
 def make_parallel_train_step(

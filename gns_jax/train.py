@@ -57,6 +57,7 @@ __all__ = [
     "FitResult",
     "TrainState",
     "fit",
+    "eval_graphdef",
     "init_state",
     "load_model",
     "make_train_step",
@@ -71,7 +72,9 @@ class TrainState(NamedTuple):
       params: the model's ``nnx.Param`` variables (what the optimiser updates).
       opt_state: the optimiser's state.
       step: int32 scalar, optimiser steps taken.
-      rest: the model's other variables (none for GraphSAGE), carried unchanged.
+      rest: the model's other variables (none for GraphSAGE): batch statistics, the counters and
+        keys of ``nnx.Rngs`` streams, ...; what the model's call leaves in them is carried to
+        the next step.
     """
 
     params: nnx.State
@@ -83,7 +86,11 @@ class TrainState(NamedTuple):
 def init_state(
     model: nnx.Module, tx: optax.GradientTransformation
 ) -> tuple[nnx.GraphDef, TrainState]:
-    """Splits ``model`` into its static graph definition and the initial :class:`TrainState`."""
+    """Splits ``model`` into its static graph definition and the initial :class:`TrainState`.
+
+    The model is put in training mode first (``model.train()``: dropout on, batch statistics
+    computed and updated); :func:`eval_graphdef` gives the same model in evaluation mode."""
+    model.train()
     graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     # Copies: the jitted step donates the state, which must not free the model's own arrays.
     params, rest = jax.tree.map(jnp.copy, (params, rest))
@@ -92,8 +99,22 @@ def init_state(
 
 
 def model_of(graphdef: nnx.GraphDef, state: TrainState, params: nnx.State | None = None):
-    """The NNX module of ``state`` (with ``params`` instead of its own, if given)."""
-    return nnx.merge(graphdef, state.params if params is None else params, state.rest)
+    """The NNX module of ``state`` (with ``params`` instead of its own, if given), in
+    evaluation mode (``model.eval()``: no dropout, running batch statistics)."""
+    model = nnx.merge(graphdef, state.params if params is None else params, state.rest)
+    model.eval()
+    return model
+
+
+def eval_graphdef(graphdef: nnx.GraphDef, state: TrainState) -> nnx.GraphDef:
+    """The graph definition of the training model ``graphdef`` in evaluation mode (the modes
+    are static attributes: another graph definition, traced once)."""
+    return nnx.graphdef(model_of(graphdef, state))
+
+
+def _new_rest(model: nnx.Module) -> nnx.State:
+    """What a call left in the model's variables other than its parameters."""
+    return nnx.state(model, nnx.Not(nnx.Param))
 
 
 def _masked_loss(logits, labels, mask):
@@ -122,16 +143,16 @@ def train_step(
     key = jax.random.fold_in(key, state.step)
 
     def loss_fn(params):
-        model = nnx.merge(graphdef, params, state.rest)
+        model = nnx.merge(graphdef, params, state.rest, copy=True)
         logits = model(batch.x, batch.blocks, key=key)
-        return _masked_loss(logits, batch.labels, batch.seed_mask), logits
+        return _masked_loss(logits, batch.labels, batch.seed_mask), (logits, _new_rest(model))
 
-    (loss, logits), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    (loss, (logits, rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     correct = jnp.sum((jnp.argmax(logits, -1) == batch.labels) & batch.seed_mask)
     metrics = {"loss": loss, "correct": correct, "count": jnp.sum(batch.seed_mask)}
-    return TrainState(params, opt_state, state.step + 1, state.rest), metrics
+    return TrainState(params, opt_state, state.step + 1, rest), metrics
 
 
 def make_train_step(graphdef, tx, counter: CompileCounter | None = None):
@@ -213,7 +234,9 @@ def fit(
       dataset: the graph, features, labels and splits.
       config: every option (:class:`~gns_jax.config.TrainConfig`).
       model: any Flax NNX module with the contract of :mod:`gns_jax.models`, already
-        initialised; its ``nnx.Param`` variables are trained. Evaluated exactly when it offers
+        initialised; its ``nnx.Param`` variables are trained, its other variables (batch
+        statistics, ``nnx.Rngs`` streams) updated by every step; trained in training mode,
+        evaluated and returned in evaluation mode. Evaluated exactly when it offers
         :class:`~gns_jax.evaluate.ExactInference` (``eval_mode="auto"``), by sampled inference
         otherwise.
       quiet: no progress on stderr.
@@ -245,6 +268,7 @@ def fit(
             model = make_model(dataset, config, jax.random.fold_in(base_key, INIT))
         dropout_key = jax.random.fold_in(base_key, DROPOUT)
     graphdef, state = init_state(model, tx)
+    evaluated = eval_graphdef(graphdef, state)  # the model in evaluation mode
     eval_mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = None
     if evaluate_model:
@@ -398,7 +422,7 @@ def fit(
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
             ):
                 t0 = time.perf_counter()
-                acc = evaluator(graphdef, local((state.params, state.rest)))
+                acc = evaluator(evaluated, local((state.params, state.rest)))
                 record |= {
                     "val_accuracy": acc["val"],
                     "test_accuracy": acc["test"],
@@ -533,5 +557,5 @@ def load_model(directory: str | Path, dataset):
     if found is None:
         raise ConfigError("checkpoint", f"{directory} holds no readable gns-jax checkpoint")
     _, arrays, record = found
-    model = nnx.merge(graphdef, arrays["best"], arrays["state"].rest)
+    model = model_of(graphdef, arrays["state"], arrays["best"])
     return model, config, record
