@@ -51,6 +51,7 @@ from gns_jax.instrument import (
     peak_rss_gib,
 )
 from gns_jax.loader import DROPOUT, INIT, DeviceBatch, LoaderState
+from gns_jax.models import GraphSAGE
 from gns_jax.parallel import DataParallel, make_parallel_train_step, resolve_devices
 
 __all__ = [
@@ -269,6 +270,7 @@ def fit(
         dropout_key = jax.random.fold_in(base_key, DROPOUT)
     graphdef, state = init_state(model, tx)
     evaluated = eval_graphdef(graphdef, state)  # the model in evaluation mode
+    model_name = class_name(model)  # recorded: load_model needs a template of any other
     eval_mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = None
     if evaluate_model:
@@ -363,6 +365,7 @@ def fit(
             {
                 "identity": identity,
                 "config": options,
+                "model": model_name,
                 "loader": batch_state.to_json(),
                 "cache_slots": slots,
                 "history": history,
@@ -535,10 +538,32 @@ def _metrics(
     }
 
 
-def load_model(directory: str | Path, dataset):
-    """The model of a ``gns-jax train`` run at its best validation accuracy, from its checkpoint
-    folder, for ``dataset`` (which must be the run's). Returns ``(model, config, record)``."""
+def class_name(model: nnx.Module | type) -> str:
+    """``module.QualifiedName`` of a model's class, as checkpoints record it."""
+    cls = model if isinstance(model, type) else type(model)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def load_model(directory: str | Path, dataset, model: nnx.Module | None = None):
+    """The model of a training run at its best validation accuracy, from its checkpoint folder,
+    for ``dataset`` (which must be the run's), in evaluation mode. Returns
+    ``(model, config, record)``.
+
+    ``model``: for a run of a model other than GraphSAGE, a template: a model of the same class
+    built the same way (its values, random streams included, are replaced by the saved ones).
+    A GraphSAGE run needs none."""
     step, record = read_run(directory)
+    saved = record.get("model", class_name(GraphSAGE))
+    if model is None and saved != class_name(GraphSAGE):
+        raise ConfigError(
+            "checkpoint",
+            f"{directory} holds a {saved}, not a GraphSAGE: pass a template of it, "
+            "gns_jax.load_model(directory, dataset, model=...)",
+        )
+    if model is not None and class_name(model) != saved:
+        raise ConfigError(
+            "checkpoint", f"{directory} holds a {saved}; the template is a {class_name(model)}"
+        )
     identity = dataset_identity(dataset)
     if record.get("identity") != identity:
         raise ConfigError(
@@ -547,8 +572,9 @@ def load_model(directory: str | Path, dataset):
             f"not of {json.dumps(identity)}",
         )
     config = TrainConfig.from_json(record["config"])
-    with jax.transfer_guard_host_to_device("allow"):
-        model = make_model(dataset, config, jax.random.key(0))
+    if model is None:
+        with jax.transfer_guard_host_to_device("allow"):
+            model = make_model(dataset, config, jax.random.key(0))
     graphdef, state = init_state(model, make_optimizer(config))
     slots = int(record["cache_slots"])
     template = {"state": state, "best": state.params, "cache_ids": np.zeros(slots, np.int32)}

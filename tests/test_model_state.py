@@ -11,7 +11,9 @@ import pytest
 from flax import nnx
 
 from gns_jax.checkpoint import digest, storable, unstorable
-from gns_jax.train import fit, init_state, make_train_step, model_of
+from gns_jax.errors import ConfigError
+from gns_jax.factories import make_model
+from gns_jax.train import fit, init_state, load_model, make_train_step, model_of
 
 
 class NormedSAGE(nnx.Module):
@@ -58,6 +60,17 @@ def test_batchnorm_and_rngs_dropout_train_through_fit(tiny_config, tiny_dataset,
     assert int(result.model.drop.rngs.count[...]) == 6
     # The returned model is in evaluation mode: its predictions are deterministic.
     assert result.model.drop.deterministic and result.model.norms[0].use_running_average
+    # load_model restores it into a template of its class, whatever the template's seeds.
+    folder = config.checkpoint_dir
+    with pytest.raises(ConfigError, match="NormedSAGE, not a GraphSAGE: pass a template"):
+        load_model(folder, tiny_dataset)
+    with pytest.raises(ConfigError, match="the template is a gns_jax.models.GraphSAGE"):
+        load_model(folder, tiny_dataset, model=make_model(tiny_dataset, config, jax.random.key(0)))
+    loaded, _, _ = load_model(folder, tiny_dataset, model=_model(tiny_dataset, seed=5))
+    saved, restored = nnx.state(result.model), nnx.state(loaded)
+    for a, b in zip(jax.tree.leaves(storable(saved)), jax.tree.leaves(storable(restored))):
+        np.testing.assert_array_equal(a, b)
+    assert loaded.drop.deterministic  # evaluation mode
     # Resuming reads the stream's key back from the checkpoint.
     more = fit(
         tiny_dataset,
