@@ -75,6 +75,8 @@ _WHERE = {
     "make_parallel_train_step": "gns_jax.parallel",
     "make_sampler": "gns_jax.factories",
     "make_train_step": "gns_jax.train",
+    "model_of": "gns_jax.train",
+    "predict": "gns_jax.train",
     "prepare_features": "gns_jax.factories",
     "sampled_inference": "gns_jax.evaluate",
     "save_dataset": "gns_jax.data",
@@ -144,6 +146,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         init_state,
         load_model,
         make_train_step,
+        model_of,
+        predict,
         train_step,
     )
 
@@ -197,6 +201,8 @@ __all__ = [
     "make_parallel_train_step",
     "make_sampler",
     "make_train_step",
+    "model_of",
+    "predict",
     "prepare_features",
     "sampled_inference",
     "save_dataset",

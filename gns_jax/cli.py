@@ -171,6 +171,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="the run's --split-seed (default: the one recorded in the checkpoint)",
     )
     predict.add_argument(
+        "--proba",
+        action="store_true",
+        help="write float32 [num_nodes, num_classes] class probabilities (softmax) instead",
+    )
+    predict.add_argument(
         "--out", required=True, help="a .npy file: int32 [num_nodes], the predicted class"
     )
     _common(predict)
@@ -431,13 +436,18 @@ def run_predict(args: argparse.Namespace) -> None:
         nodes=np.arange(dataset.num_nodes, dtype=np.int32),
     )
     graphdef, state = nnx.split(model)
-    pred = evaluator.predict(graphdef, state).astype(np.int32)
+    if args.proba:
+        pred = evaluator.probabilities(graphdef, state)
+    else:
+        pred = evaluator.predict(graphdef, state).astype(np.int32)
     buffer = io.BytesIO()
     np.save(buffer, pred, allow_pickle=False)
     write_atomically(out, buffer.getvalue())
     if not args.quiet:
         print(
-            f"wrote {pred.size:,} predicted classes to {out} ({mode} inference, the parameters "
+            f"wrote {pred.shape[0]:,} predicted "
+            f"{'class probabilities' if args.proba else 'classes'} to {out} ({mode} inference, "
+            "the parameters "
             f"of epoch {record['best']['epoch'] + 1}, validation accuracy {record['best']['val']})",
             file=sys.stderr,
         )

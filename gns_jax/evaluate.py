@@ -223,6 +223,11 @@ def sampled_inference(graphdef: nnx.GraphDef, state, loader: Loader) -> np.ndarr
 
 
 @jax.jit
+def _softmax(logits):
+    return jax.nn.softmax(jnp.asarray(logits, jnp.float32), axis=-1)
+
+
+@jax.jit
 def _argmax(logits):
     return jnp.argmax(logits, -1).astype(jnp.int32)
 
@@ -308,6 +313,19 @@ class Evaluator:
             logits = full_inference(graphdef, state, x, self.graph, self.meter)
             return np.asarray(jax.device_get(_argmax(logits)))
         return np.argmax(sampled_inference(graphdef, state, self.loader), -1).astype(np.int32)
+
+    def probabilities(self, graphdef: nnx.GraphDef, state) -> np.ndarray:
+        """Class probabilities (softmax of the logits), float32 ``[n, C]``: of every node
+        (exact) or of ``nodes`` in order (sampled)."""
+        if self.mode == "exact":
+            model = _merge(graphdef, state)
+            x = self.x
+            if isinstance(x, SparseFeatures) and not getattr(model, "sparse_inputs", False):
+                x = jax.jit(SparseFeatures.dense)(x)
+            logits = full_inference(graphdef, state, x, self.graph, self.meter)
+        else:
+            logits = sampled_inference(graphdef, state, self.loader)
+        return np.asarray(jax.device_get(_softmax(logits)), dtype=np.float32)
 
     def __call__(self, graphdef: nnx.GraphDef, state) -> dict[str, float | None]:
         """``{"train", "val", "test"}`` accuracies; train is None under sampled evaluation."""

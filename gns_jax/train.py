@@ -62,6 +62,7 @@ __all__ = [
     "init_state",
     "load_model",
     "make_train_step",
+    "predict",
     "train_step",
 ]
 
@@ -585,3 +586,47 @@ def load_model(directory: str | Path, dataset, model: nnx.Module | None = None):
     _, arrays, record = found
     model = model_of(graphdef, arrays["state"], arrays["best"])
     return model, config, record
+
+
+def predict(
+    model: nnx.Module,
+    dataset: Dataset,
+    *,
+    proba: bool = False,
+    nodes: np.ndarray | None = None,
+    config: TrainConfig | None = None,
+) -> np.ndarray:
+    """The model's predicted classes (int32 ``[n]``) or, with ``proba``, class probabilities
+    (float32 ``[n, C]``, softmax) of ``nodes`` (default: every node), in that order.
+
+    Always in evaluation mode and with fixed sampling keys: two calls give the same numbers,
+    whatever mode the model object is in (it is not changed). ``config``: the run's options
+    (feature normalisation, evaluation mode and fan-outs, batch size, seed; the defaults when
+    None), as :func:`load_model` returns them. Exact inference when the model offers it
+    (``eval_mode="auto"``), sampled otherwise; sampled inference draws neighbours per batch of
+    ``nodes``, so a subset's rows differ slightly from the same rows of a call over more nodes
+    (each call repeats exactly).
+    """
+    config = config or TrainConfig()
+    graphdef, state = nnx.split(model)
+    evaluated = nnx.merge(graphdef, state)
+    evaluated.eval()
+    graphdef = nnx.graphdef(evaluated)
+    mode = resolve_eval_mode(config.eval_mode, model)
+    every = np.arange(dataset.num_nodes, dtype=np.int32)
+    wanted = every if nodes is None else np.asarray(nodes, dtype=np.int32)
+    if wanted.ndim != 1 or (
+        wanted.size and (wanted.min() < 0 or wanted.max() >= dataset.num_nodes)
+    ):
+        raise ConfigError("nodes", f"node ids in [0, {dataset.num_nodes}) as a 1-D array")
+    evaluator = Evaluator(
+        dataset,
+        prepare_features(dataset, config),
+        mode=mode,
+        fanouts=eval_fanouts(config),
+        batch_size=config.batch_size,
+        seed=config.seed,
+        nodes=wanted,
+    )
+    out = evaluator.probabilities(graphdef, state) if proba else evaluator.predict(graphdef, state)
+    return out[wanted] if mode == "exact" and nodes is not None else out

@@ -18,7 +18,7 @@ from gns_jax.checkpoint import Checkpointer, CheckpointWarning
 from gns_jax.cli import main
 from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
-from gns_jax.train import fit
+from gns_jax.train import fit, load_model, predict
 from tests.helpers import TINY_SPEC
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,6 +212,20 @@ def test_predict_writes_the_predictions_of_the_reported_test_accuracy(
     assert pred.shape == (ds.num_nodes,) and pred.dtype == np.int32
     assert float(np.mean(pred[ds.test_idx] == ds.labels[ds.test_idx])) == result["test_accuracy"]
     assert float(np.mean(pred[ds.val_idx] == ds.labels[ds.val_idx])) == result["val_accuracy"]
+    proba_path = tmp_path / "proba.npy"
+    argv = ["predict", "--checkpoint", str(folder), "--dataset", TINY_SPEC, "--proba"]
+    assert main([*argv, "--out", str(proba_path)]) == 0
+    proba = np.load(proba_path, allow_pickle=False)
+    assert proba.shape == (ds.num_nodes, ds.num_classes) and proba.dtype == np.float32
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(proba.argmax(1), pred)
+    # The library's predict: the same numbers (exact inference), any nodes in their order.
+    model, config, _ = load_model(folder, ds)
+    np.testing.assert_array_equal(predict(model, ds, config=config), pred)
+    some = ds.test_idx[::-7]
+    np.testing.assert_array_equal(
+        predict(model, ds, proba=True, nodes=some, config=config), proba[some]
+    )
     # The wrong dataset, or a folder that holds no checkpoint: one line, exit 2.
     assert main(["predict", "--checkpoint", str(folder), "--dataset", "cora",
                  "--out", str(pred_path)]) == 2  # fmt: skip

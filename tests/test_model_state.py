@@ -13,7 +13,7 @@ from flax import nnx
 from gns_jax.checkpoint import digest, storable, unstorable
 from gns_jax.errors import ConfigError
 from gns_jax.factories import make_model
-from gns_jax.train import fit, init_state, load_model, make_train_step, model_of
+from gns_jax.train import fit, init_state, load_model, make_train_step, model_of, predict
 
 
 class NormedSAGE(nnx.Module):
@@ -71,6 +71,25 @@ def test_batchnorm_and_rngs_dropout_train_through_fit(tiny_config, tiny_dataset,
     for a, b in zip(jax.tree.leaves(storable(saved)), jax.tree.leaves(storable(restored))):
         np.testing.assert_array_equal(a, b)
     assert loaded.drop.deterministic  # evaluation mode
+    # predict: evaluation mode and fixed keys whatever mode the object is in; nodes in order.
+    loaded.train()
+    first = predict(loaded, tiny_dataset, config=config)
+    assert loaded.drop.deterministic is False  # the object is not changed
+    np.testing.assert_array_equal(predict(loaded, tiny_dataset, config=config), first)
+    proba = predict(loaded, tiny_dataset, proba=True, config=config)
+    assert proba.shape == (tiny_dataset.num_nodes, tiny_dataset.num_classes)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(proba.argmax(1), first)
+    some = tiny_dataset.test_idx[:50]  # sampled inference: batches of these nodes, same keys
+    subset = predict(loaded, tiny_dataset, proba=True, nodes=some, config=config)
+    assert subset.shape == (50, tiny_dataset.num_classes)
+    again = predict(loaded, tiny_dataset, proba=True, nodes=some, config=config)
+    np.testing.assert_array_equal(subset, again)
+    # fit's sampled evaluation predicts the validation then the test nodes: the same batches
+    val, test = tiny_dataset.val_idx, tiny_dataset.test_idx
+    evaluated = predict(loaded, tiny_dataset, nodes=np.concatenate([val, test]), config=config)
+    labels = tiny_dataset.labels[test]
+    assert float(np.mean(evaluated[val.size :] == labels)) == metrics["test_accuracy"]
     # Resuming reads the stream's key back from the checkpoint.
     more = fit(
         tiny_dataset,
