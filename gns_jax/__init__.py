@@ -58,6 +58,8 @@ _WHERE = {
     "TrainConfig": "gns_jax.config",
     "TrainState": "gns_jax.train",
     "TransferMeter": "gns_jax.instrument",
+    "block_from_graphs_tuple": "gns_jax.sampling",
+    "block_to_graphs_tuple": "gns_jax.sampling",
     "build_device_cache": "gns_jax.cache",
     "cache_distribution": "gns_jax.cache",
     "cache_size": "gns_jax.cache",
@@ -138,6 +140,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         MiniBatch,
         NodeWiseSampler,
         Sampler,
+        block_from_graphs_tuple,
+        block_to_graphs_tuple,
     )
     from gns_jax.train import (
         FitResult,
@@ -184,6 +188,8 @@ __all__ = [
     "TrainState",
     "TransferMeter",
     "__version__",
+    "block_from_graphs_tuple",
+    "block_to_graphs_tuple",
     "build_device_cache",
     "cache_distribution",
     "cache_size",

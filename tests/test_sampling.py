@@ -1,5 +1,6 @@
 import jax
 import jax.numpy as jnp
+import jraph
 import numpy as np
 import pytest
 
@@ -157,6 +158,26 @@ def test_graphs_tuple_round_trip(setup):
         back = block_from_graphs_tuple(graph)
         for x, y in zip(block, back):
             np.testing.assert_array_equal(x, y)
+
+
+def test_graphs_tuple_carries_features_and_weights_for_jraph(setup):
+    _, batch = _batch(setup, 1)
+    block = batch.blocks[0]
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(block.src_nodes.shape[0], 3)), jnp.float32)
+    graph = block_to_graphs_tuple(block, x)
+    np.testing.assert_array_equal(graph.nodes["x"], x)
+    # jraph's aggregation over the tuple is the block's weighted aggregation
+    messages = graph.nodes["x"][graph.senders] * graph.edges["weight"][:, None]
+    agg = jraph.segment_sum(messages, graph.receivers, num_segments=block.num_dst)
+    expected = np.zeros((block.num_dst, 3), np.float32)
+    for s, r, w in zip(
+        *(np.asarray(a) for a in (block.senders, block.receivers, block.edge_weight))
+    ):
+        expected[r] += w * np.asarray(x)[s]
+    np.testing.assert_allclose(agg, expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="one row per source slot"):
+        block_to_graphs_tuple(block, x[:-1])
 
 
 @pytest.mark.parametrize("fanouts, batch_size", [((0, 3), 8), ((2, -1), 8), ((2,), 0)])

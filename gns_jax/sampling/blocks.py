@@ -94,17 +94,25 @@ class MiniBatch(NamedTuple):
         )
 
 
-def block_to_graphs_tuple(block: Block) -> jraph.GraphsTuple:
+def block_to_graphs_tuple(block: Block, x: jax.Array | None = None) -> jraph.GraphsTuple:
     """A block as a one-graph ``jraph.GraphsTuple`` over its source slots.
 
     Nodes are the ``max_src`` source slots (``nodes["id"]`` holds global ids, ``-1`` on padding,
-    ``nodes["dst_mask"]`` marks real destinations, which come first); ``edges["weight"]`` holds
-    the coefficients; receivers index the same node set, since destinations are a source prefix.
+    ``nodes["dst_mask"]`` marks real destinations, which come first, and ``nodes["x"]`` holds
+    ``x``, the ``[max_src, F]`` features of the sources, when given); ``edges["weight"]`` holds
+    the estimator's coefficients; receivers index the same node set, since destinations are a
+    source prefix. So ``jraph.segment_sum(x[senders] * weight[:, None], receivers)`` is the
+    block's weighted aggregation (padding edges weigh 0).
     """
     max_src, max_dst = block.src_nodes.shape[0], block.num_dst
     dst_mask = jnp.zeros(max_src, dtype=bool).at[:max_dst].set(block.dst_mask)
+    nodes = {"id": block.src_nodes, "dst_mask": dst_mask}
+    if x is not None:
+        if x.shape[0] != max_src:
+            raise ValueError(f"x must have one row per source slot ({max_src}), got {x.shape}")
+        nodes["x"] = x
     return jraph.GraphsTuple(
-        nodes={"id": block.src_nodes, "dst_mask": dst_mask},
+        nodes=nodes,
         edges={"weight": block.edge_weight},
         senders=block.senders,
         receivers=block.receivers,
@@ -115,7 +123,8 @@ def block_to_graphs_tuple(block: Block) -> jraph.GraphsTuple:
 
 
 def block_from_graphs_tuple(graph: jraph.GraphsTuple) -> Block:
-    """Inverse of :func:`block_to_graphs_tuple` (``num_dst`` is read back as a static int)."""
+    """Inverse of :func:`block_to_graphs_tuple` (``num_dst`` is read back as a static int; the
+    features, if any, are ``graph.nodes["x"]``)."""
     max_dst = int(np.asarray(graph.globals["num_dst"])[0])
     return Block(
         src_nodes=graph.nodes["id"],
