@@ -77,6 +77,14 @@ def resolve_eval_mode(mode: str, model) -> str:
     return mode
 
 
+def in_eval_mode(graphdef: nnx.GraphDef, state) -> nnx.GraphDef:
+    """The graph definition of the same model in evaluation mode (``model.eval()``: dropout
+    off, running batch statistics); the modes are static, so this is another trace only once."""
+    model = _merge(graphdef, state)
+    model.eval()
+    return nnx.graphdef(model)
+
+
 def _merge(graphdef, state):
     """The model from its graph definition and its state (one ``nnx.State`` or a tuple)."""
     return nnx.merge(graphdef, *state) if isinstance(state, tuple) else nnx.merge(graphdef, state)
@@ -304,7 +312,9 @@ class Evaluator:
         )
 
     def predict(self, graphdef: nnx.GraphDef, state) -> np.ndarray:
-        """Predicted classes: of every node (exact) or of ``nodes`` in order (sampled)."""
+        """Predicted classes: of every node (exact) or of ``nodes`` in order (sampled). In
+        evaluation mode, whatever mode ``graphdef`` is in (:func:`in_eval_mode`)."""
+        graphdef = in_eval_mode(graphdef, state)
         if self.mode == "exact":
             model = _merge(graphdef, state)
             x = self.x
@@ -316,7 +326,8 @@ class Evaluator:
 
     def probabilities(self, graphdef: nnx.GraphDef, state) -> np.ndarray:
         """Class probabilities (softmax of the logits), float32 ``[n, C]``: of every node
-        (exact) or of ``nodes`` in order (sampled)."""
+        (exact) or of ``nodes`` in order (sampled); in evaluation mode."""
+        graphdef = in_eval_mode(graphdef, state)
         if self.mode == "exact":
             model = _merge(graphdef, state)
             x = self.x
