@@ -205,7 +205,10 @@ def check_compatible(record: dict, identity: dict, config: dict, resumable: tupl
             f"{where} holds a checkpoint of another dataset "
             f"({json.dumps(record.get('identity'))}), not of {json.dumps(identity)}",
         )
-    saved = record.get("config", {})
+    from gns_jax.config import TrainConfig
+
+    # an option added after the checkpoint was written had its default then
+    saved = TrainConfig().to_json() | record.get("config", {})
     changed = [
         f"{k} ({saved.get(k)!r} there, {v!r} here)"
         for k, v in config.items()

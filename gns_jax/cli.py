@@ -395,6 +395,11 @@ def run_train(args: argparse.Namespace) -> dict:
             if best is None
             else f"{metrics['test_accuracy']:.4f} (best validation {metrics['val_accuracy']:.4f} "
             f"at epoch {best})"
+            + (
+                f", test {m} {metrics[f'test_{m}']:.4f} (the metric that picked it)"
+                if (m := metrics["metric"]) != "accuracy" and metrics.get(f"test_{m}") is not None
+                else ""
+            )
         )
         + f", epoch {metrics['epoch_time_s']:.3f}s, "
         f"{metrics['h2d_rows_per_batch']:,.0f} rows host->device per batch"

@@ -36,6 +36,7 @@ __all__ = [
     "DISTRIBUTIONS",
     "EVAL_FANOUT",
     "EVAL_MODES",
+    "METRIC_CHOICES",
     "FEATURE_NORMS",
     "RESUMABLE",
     "SAMPLERS",
@@ -51,6 +52,7 @@ __all__ = [
 
 SAMPLERS = ("gns", "ns", "ladies")
 EVAL_MODES = ("auto", "exact", "sampled")
+METRIC_CHOICES = ("auto", "accuracy", "f1_micro", "f1_macro", "roc_auc")  # gns_jax.metrics
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
 FEATURE_NORMS = ("auto", "row", "none")
 BUDGETS = ("auto", "calibrated", "worst")
@@ -197,6 +199,14 @@ class TrainConfig:
         parse=parse_ints,
         metavar="K,K,...",
     )
+    metric: str = _option(
+        "auto",
+        "the metric that picks the best epoch (every one is reported): accuracy, f1_micro, "
+        "f1_macro or roc_auc (one class against the rest above two classes); auto: roc_auc for "
+        "a binary task, accuracy otherwise",
+        "evaluation",
+        choices=METRIC_CHOICES,
+    )
     cache_fraction: float = _option(
         0.01,
         "the cache draws m = ceil(F * num_nodes) nodes, with replacement, deduplicated",
@@ -328,6 +338,7 @@ class TrainConfig:
             raise ConfigError("dropout", f"must lie in [0, 1), got {self.dropout}")
         _check_choice("feature_norm", self.feature_norm, FEATURE_NORMS)
         _check_choice("eval_mode", self.eval_mode, EVAL_MODES)
+        _check_choice("metric", self.metric, METRIC_CHOICES)
         check_cache_fraction(self.cache_fraction)
         _check_choice("cache_dist", self.cache_dist, DISTRIBUTIONS)
         _check_choice("budget", self.budget, BUDGETS)

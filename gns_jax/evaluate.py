@@ -31,6 +31,7 @@ from gns_jax.errors import ConfigError
 from gns_jax.features import HostFeatures, SparseFeatures, pad_to_chunks
 from gns_jax.instrument import TransferMeter
 from gns_jax.loader import DeviceBatch, Loader
+from gns_jax.metrics import METRICS, score
 from gns_jax.sampling.nodewise import NodeWiseSampler
 
 __all__ = [
@@ -338,19 +339,30 @@ class Evaluator:
             logits = sampled_inference(graphdef, state, self.loader)
         return np.asarray(jax.device_get(_softmax(logits)), dtype=np.float32)
 
-    def __call__(self, graphdef: nnx.GraphDef, state) -> dict[str, float | None]:
-        """``{"train", "val", "test"}`` accuracies; train is None under sampled evaluation."""
-        pred = self.predict(graphdef, state)
+    def scores(
+        self, graphdef: nnx.GraphDef, state, names: tuple[str, ...] = METRICS
+    ) -> dict[str, dict[str, float | None] | None]:
+        """``{"train", "val", "test"}`` -> ``{metric: value}`` (:mod:`gns_jax.metrics`), from the
+        class probabilities; a split that was not predicted (train under sampled evaluation)
+        is None."""
+        prob = self.probabilities(graphdef, state)
         labels = self.dataset.labels
         if self.mode == "exact":
-            return {k: predictions_accuracy(pred[v], labels[v]) for k, v in self.splits.items()}
+            return {k: score(prob[v], labels[v], names) for k, v in self.splits.items()}
         where = {int(node): i for i, node in enumerate(self.nodes)}
-        out: dict[str, float | None] = {"train": None}
+        out: dict[str, dict[str, float | None] | None] = {"train": None}
         for k in ("val", "test"):
             idx = self.splits[k]
             if all(int(v) in where for v in idx[:1]):
                 rows = np.fromiter((where[int(v)] for v in idx), np.int64, idx.size)
-                out[k] = predictions_accuracy(pred[rows], labels[idx])
+                out[k] = score(prob[rows], labels[idx], names)
             else:
                 out[k] = None
         return out
+
+    def __call__(self, graphdef: nnx.GraphDef, state) -> dict[str, float | None]:
+        """``{"train", "val", "test"}`` accuracies; train is None under sampled evaluation."""
+        return {
+            k: (None if v is None else v["accuracy"])
+            for k, v in self.scores(graphdef, state, ("accuracy",)).items()
+        }

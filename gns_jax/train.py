@@ -51,6 +51,7 @@ from gns_jax.instrument import (
     peak_rss_gib,
 )
 from gns_jax.loader import DROPOUT, INIT, DeviceBatch, LoaderState
+from gns_jax.metrics import default_metric, task_metrics
 from gns_jax.models import GraphSAGE
 from gns_jax.parallel import DataParallel, make_parallel_train_step, resolve_devices
 
@@ -271,6 +272,8 @@ def fit(
         dropout_key = jax.random.fold_in(base_key, DROPOUT)
     graphdef, state = init_state(model, tx)
     evaluated = eval_graphdef(graphdef, state)  # the model in evaluation mode
+    metric = resolve_metric(config.metric, dataset.num_classes)  # picks the best epoch
+    names = task_metrics(dataset.num_classes)
     model_name = class_name(model)  # recorded: load_model needs a template of any other
     eval_mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = None
@@ -426,23 +429,38 @@ def fit(
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
             ):
                 t0 = time.perf_counter()
-                acc = evaluator(evaluated, local((state.params, state.rest)))
-                record |= {
-                    "val_accuracy": acc["val"],
-                    "test_accuracy": acc["test"],
-                    "train_accuracy": acc["train"],
-                    "eval_time_s": time.perf_counter() - t0,
+                scores = evaluator.scores(evaluated, local((state.params, state.rest)), names)
+                flat = {
+                    f"{split}_{name}": (None if scores[split] is None else scores[split][name])
+                    for split in ("val", "test", "train")
+                    for name in names
                 }
+                record |= {k: flat[k] for k in ("val_accuracy", "test_accuracy", "train_accuracy")}
+                record |= {"eval_time_s": time.perf_counter() - t0}
+                record |= {k: v for k, v in flat.items() if not k.startswith("train_")}
                 record |= {f"eval_{k}": v for k, v in io_meter.lap().items()}
-                if best["val"] is None or acc["val"] > best["val"]:
-                    best = {"val": acc["val"], "test": acc["test"], "epoch": epoch}
+                chosen = flat[f"val_{metric}"]
+                # records of runs before the metric existed selected by accuracy
+                kept = best.get("score", best["val"])
+                if chosen is not None and (kept is None or chosen > kept):
+                    best = {
+                        "val": flat["val_accuracy"],
+                        "test": flat["test_accuracy"],
+                        "epoch": epoch,
+                        "score": chosen,
+                        "scores": {k: v for k, v in flat.items() if not k.startswith("train_")},
+                    }
                     # a copy: the step donates the state
                     best_params = jax.tree.map(jnp.copy, local(state.params))
             history.append(record)
             io_meter.sample()
             reporter.line(
                 f"epoch {epoch + 1:>4}/{config.epochs}  loss {train_loss:.4f}  "
-                + (f"val {record['val_accuracy']:.4f}  " if "val_accuracy" in record else "")
+                + (
+                    f"val {metric} {record[f'val_{metric}']:.4f}  "
+                    if record.get(f"val_{metric}") is not None
+                    else ""
+                )
                 + f"{epoch_time:.2f}s  "
                 + f"{(loader.num_batches - first) * loader.batch_size / epoch_time:,.0f} seeds/s"
             )
@@ -495,6 +513,13 @@ def _metrics(
         "split": dataset.split,
         "val_accuracy": best["val"],
         "test_accuracy": best["test"],
+        "metric": resolve_metric(config.metric, dataset.num_classes),
+        **{
+            f"{split}_{name}": best.get("scores", {}).get(f"{split}_{name}")
+            for split in ("val", "test")
+            for name in task_metrics(dataset.num_classes)
+            if name != "accuracy"
+        },
         "best_epoch": best["epoch"] + 1 if best["epoch"] >= 0 else None,
         "epochs": history,
         "epoch_time_s": float(np.median(times)),
@@ -537,6 +562,12 @@ def _metrics(
         **io_meter.to_json(),
         "environment": environment(),
     }
+
+
+def resolve_metric(metric: str, num_classes: int) -> str:
+    """The metric that picks the best epoch: ``metric``, or for ``auto`` the task's default
+    (:func:`gns_jax.metrics.default_metric`: roc_auc for two classes, accuracy otherwise)."""
+    return default_metric(num_classes) if metric == "auto" else metric
 
 
 def class_name(model: nnx.Module | type) -> str:

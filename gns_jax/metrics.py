@@ -1,0 +1,117 @@
+"""The field's metrics of node classification, from class probabilities. Host-side, NumPy only.
+
+Every metric reads the float32 probabilities ``[n, C]`` that :func:`gns_jax.predict` returns
+(softmax of the logits) and the integer labels ``[n]``:
+
+* ``accuracy``: the share of nodes whose most probable class is their label;
+* ``f1_micro``: F1 over all nodes' decisions pooled (equal to accuracy for one label a node);
+* ``f1_macro``: the unweighted mean over classes of each class's F1 (a class that is neither
+  predicted nor present scores 0, as scikit-learn's ``zero_division=0``);
+* ``roc_auc``: for two classes, the probability that a random positive node (label 1) scores
+  above a random negative one, ties counting one half (the Mann-Whitney statistic of
+  ``prob[:, 1]``); for more classes, the mean over classes of that statistic one class against
+  the rest, over the classes present and absent in the labels. None when it is undefined (one
+  label only).
+
+The default metric that picks the best epoch is ``roc_auc`` for a binary task (the heterophily
+benchmarks' choice, Platonov et al., ICLR 2023: a 22 % positive class trains at the majority
+rate and still reads 78 % accuracy) and ``accuracy`` otherwise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "METRICS",
+    "accuracy",
+    "default_metric",
+    "f1_macro",
+    "f1_micro",
+    "roc_auc",
+    "score",
+    "task_metrics",
+]
+
+METRICS = ("accuracy", "f1_micro", "f1_macro", "roc_auc")
+
+
+def accuracy(prob: np.ndarray, labels: np.ndarray) -> float | None:
+    if labels.size == 0:
+        return None
+    return float(np.mean(np.argmax(prob, -1) == labels))
+
+
+def _f1_per_class(pred: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
+    tp = np.bincount(labels[pred == labels], minlength=num_classes).astype(np.float64)
+    predicted = np.bincount(pred, minlength=num_classes).astype(np.float64)
+    actual = np.bincount(labels, minlength=num_classes).astype(np.float64)
+    denominator = predicted + actual
+    return np.divide(2 * tp, denominator, out=np.zeros(num_classes), where=denominator > 0)
+
+
+def f1_micro(prob: np.ndarray, labels: np.ndarray) -> float | None:
+    """Pooled F1; with one label a node, pooled precision = recall = accuracy."""
+    if labels.size == 0:
+        return None
+    pred = np.argmax(prob, -1)
+    tp = np.count_nonzero(pred == labels)
+    return float(2 * tp / (2 * labels.size))
+
+
+def f1_macro(prob: np.ndarray, labels: np.ndarray) -> float | None:
+    if labels.size == 0:
+        return None
+    return float(np.mean(_f1_per_class(np.argmax(prob, -1), labels, prob.shape[1])))
+
+
+def _auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Mann-Whitney: P(score of a positive > score of a negative), ties one half."""
+    n_pos = int(np.count_nonzero(positive))
+    n_neg = positive.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return None
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty(scores.size, dtype=np.float64)
+    ordered = scores[order]
+    # average ranks over ties (1-based)
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], ordered.size]
+    average = (starts + ends + 1) / 2.0
+    ranks[order] = np.repeat(average, ends - starts)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def roc_auc(prob: np.ndarray, labels: np.ndarray) -> float | None:
+    if labels.size == 0:
+        return None
+    if prob.shape[1] == 2:
+        return _auc(prob[:, 1].astype(np.float64), labels == 1)
+    per_class = [_auc(prob[:, c].astype(np.float64), labels == c) for c in range(prob.shape[1])]
+    defined = [a for a in per_class if a is not None]
+    return float(np.mean(defined)) if defined else None
+
+
+_FUNCTIONS = {"accuracy": accuracy, "f1_micro": f1_micro, "f1_macro": f1_macro, "roc_auc": roc_auc}
+
+
+def task_metrics(num_classes: int) -> tuple[str, ...]:
+    """The metrics a run reports: all four for any number of classes (binary included)."""
+    del num_classes
+    return METRICS
+
+
+def default_metric(num_classes: int) -> str:
+    """``roc_auc`` for a binary task, ``accuracy`` otherwise."""
+    return "roc_auc" if num_classes == 2 else "accuracy"
+
+
+def score(
+    prob: np.ndarray, labels: np.ndarray, names: tuple[str, ...] = METRICS
+) -> dict[str, float | None]:
+    """``{name: value}`` for each metric in ``names`` (None where undefined)."""
+    prob = np.asarray(prob, dtype=np.float32)
+    labels = np.asarray(labels, dtype=np.int64)
+    if prob.ndim != 2 or prob.shape[0] != labels.shape[0]:
+        raise ValueError(f"probabilities {prob.shape} for {labels.shape[0]} labels")
+    return {name: _FUNCTIONS[name](prob, labels) for name in names}
