@@ -292,7 +292,10 @@ class TrainConfig:
         metavar="NAME|PATH",
     )
     data_dir: str | None = _option(
-        None, "folder of the registered datasets (unset: data/)", "data", metavar="DIR"
+        None,
+        "folder of the registered datasets (unset: $GNS_JAX_DATA, else the checkout's data/)",
+        "data",
+        metavar="DIR",
     )
     split_seed: int | None = _option(
         None,

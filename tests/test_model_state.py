@@ -32,7 +32,8 @@ class NormedSAGE(nnx.Module):
             agg = jax.ops.segment_sum(messages, block.receivers, num_segments=block.num_dst)
             h = layer(jnp.concatenate([h[: block.num_dst], agg], -1))
             if i < len(self.norms):
-                h = self.drop(jax.nn.relu(self.norms[i](h)))
+                real = jnp.broadcast_to(block.dst_mask[:, None], h.shape)  # not the padding
+                h = self.drop(jax.nn.relu(self.norms[i](h, mask=real)))
         return h
 
 
