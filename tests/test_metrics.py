@@ -91,9 +91,14 @@ def test_a_binary_run_reports_every_metric_and_picks_its_best_epoch_by_roc_auc(t
     assert result["best_epoch"] == epochs[best]["epoch"]
     assert result["test_roc_auc"] == epochs[best]["test_roc_auc"]
     assert result["test_accuracy"] == epochs[best]["test_accuracy"]
-    # --metric accuracy picks by accuracy instead
+
+
+@pytest.mark.slow
+def test_metric_accuracy_picks_the_best_epoch_by_accuracy(tiny_config):
+    data = synthetic(np.random.default_rng(1), nodes=400, degree=6, features=8, classes=2)
     by_accuracy = fit(
         data, dataclasses.replace(tiny_config, epochs=4, metric="accuracy"), quiet=True
     ).metrics
+    assert by_accuracy["metric"] == "accuracy"
     accuracies = [e["val_accuracy"] for e in by_accuracy["epochs"]]
     assert by_accuracy["best_epoch"] == by_accuracy["epochs"][int(np.argmax(accuracies))]["epoch"]

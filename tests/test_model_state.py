@@ -45,7 +45,7 @@ def _running_mean(model) -> np.ndarray:
     return np.asarray(model.norms[0].mean[...])
 
 
-@pytest.mark.integration
+@pytest.mark.slow  # three fits, a load and five sampled predictions: 40 s
 def test_batchnorm_and_rngs_dropout_train_through_fit(tiny_config, tiny_dataset, tmp_path):
     config = dataclasses.replace(
         tiny_config, epochs=2, eval_mode="sampled", checkpoint_dir=str(tmp_path / "ckpt")
