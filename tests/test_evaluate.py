@@ -23,6 +23,7 @@ def _model(dims, seed=0):
     return nnx.split(model)
 
 
+@pytest.mark.slow
 def test_full_neighbourhood_sampling_equals_exact_inference(tiny_dataset):
     """With fan-outs >= the max degree, a sampled forward pass is the exact computation."""
     ds = tiny_dataset

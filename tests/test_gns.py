@@ -93,7 +93,7 @@ def test_cached_adjacency_equals_brute_force_intersection(edge_chunk, monkeypatc
 
 
 @pytest.mark.parametrize("cache_first", [False, True])
-@pytest.mark.parametrize("seed", [0, 1, *(pytest.param(s, marks=pytest.mark.slow) for s in (2, 3))])
+@pytest.mark.parametrize("seed", [0, *(pytest.param(s, marks=pytest.mark.slow) for s in (1, 2, 3))])
 def test_gns_blocks_satisfy_invariants(seed, cache_first):
     graph = random_graph(seed)
     edges = edge_set(graph)

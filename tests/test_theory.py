@@ -91,7 +91,10 @@ def test_claim_1_passes_and_fails_with_each_defect(defect):
     assert reach.claim.startswith("1b") and (reach.passed or defect == "small-cache")
 
 
-@pytest.mark.parametrize("defect", [None, *MUTATIONS])
+@pytest.mark.parametrize(
+    "defect",
+    [None, *MUTATIONS[:2], *(pytest.param(m, marks=pytest.mark.slow) for m in MUTATIONS[2:])],
+)
 def test_claim_2a_passes_and_fails_with_each_defect(defect):
     with mutated(defect):
         check, _ = variance.per_node(TINY)

@@ -54,7 +54,7 @@ def test_train_step_compiles_once(step_inputs, caplog):
     assert counter.count == 1
 
 
-@pytest.mark.integration
+@pytest.mark.slow  # three fits; the default run checks both through trained_run
 def test_fit_compiles_the_step_once_and_is_deterministic(tiny_config, tiny_dataset):
     config = dataclasses.replace(tiny_config, epochs=2)
     a = fit(tiny_dataset, config, quiet=True).metrics
