@@ -226,6 +226,7 @@ def fit(
     config: TrainConfig,
     *,
     model: nnx.Module | None = None,
+    optimizer: optax.GradientTransformation | None = None,
     quiet: bool = False,
     evaluate_model: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
@@ -242,6 +243,8 @@ def fit(
         evaluated and returned in evaluation mode. Evaluated exactly when it offers
         :class:`~gns_jax.evaluate.ExactInference` (``eval_mode="auto"``), by sampled inference
         otherwise.
+      optimizer: any optax transformation (default: :func:`~gns_jax.factories.make_optimizer`,
+        Adam with ``lr`` and L2 ``weight_decay``); resume a run with the same one.
       quiet: no progress on stderr.
       evaluate_model: False (benchmarks) skips evaluation; the accuracies are then None.
       on_epoch: called after every epoch with the results so far (``status: "running"``).
@@ -264,7 +267,7 @@ def fit(
     loader = make_loader(
         dataset, config, sampler, features, meter, log=reporter.line, parallel=parallel
     )
-    tx = make_optimizer(config)
+    tx = make_optimizer(config) if optimizer is None else optimizer
     with jax.transfer_guard_host_to_device("allow"):
         base_key = jax.random.key(config.seed)
         if model is None:
@@ -576,14 +579,20 @@ def class_name(model: nnx.Module | type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def load_model(directory: str | Path, dataset, model: nnx.Module | None = None):
+def load_model(
+    directory: str | Path,
+    dataset,
+    model: nnx.Module | None = None,
+    optimizer: optax.GradientTransformation | None = None,
+):
     """The model of a training run at its best validation accuracy, from its checkpoint folder,
     for ``dataset`` (which must be the run's), in evaluation mode. Returns
     ``(model, config, record)``.
 
     ``model``: for a run of a model other than GraphSAGE, a template: a model of the same class
     built the same way (its values, random streams included, are replaced by the saved ones).
-    A GraphSAGE run needs none."""
+    A GraphSAGE run needs none. ``optimizer``: the one the run trained with, if not the
+    default (the checkpoint holds its state)."""
     step, record = read_run(directory)
     saved = record.get("model", class_name(GraphSAGE))
     if model is None and saved != class_name(GraphSAGE):
@@ -607,7 +616,8 @@ def load_model(directory: str | Path, dataset, model: nnx.Module | None = None):
     if model is None:
         with jax.transfer_guard_host_to_device("allow"):
             model = make_model(dataset, config, jax.random.key(0))
-    graphdef, state = init_state(model, make_optimizer(config))
+    tx = make_optimizer(config) if optimizer is None else optimizer
+    graphdef, state = init_state(model, tx)
     slots = int(record["cache_slots"])
     template = {"state": state, "best": state.params, "cache_ids": np.zeros(slots, np.int32)}
     checkpoints = Checkpointer(directory)

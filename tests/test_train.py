@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import nnx
 
 from gns_jax.config import TrainConfig
 from gns_jax.data import load_dataset
@@ -167,3 +168,20 @@ def test_dropout_masks_of_rows_sharing_a_random_word_are_independent(rate):
         y = dropout(jax.random.key(3), jnp.ones(shape), rate)
         assert y.shape == shape
         np.testing.assert_array_equal(y, dropout(jax.random.key(3), jnp.ones(shape), rate))
+
+
+@pytest.mark.integration
+def test_fit_trains_with_the_optimizer_it_is_given(tiny_config, tiny_dataset, tmp_path):
+    import optax
+
+    from gns_jax.train import load_model
+
+    config = dataclasses.replace(tiny_config, epochs=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    sgd = optax.sgd(0.05)
+    result = fit(tiny_dataset, config, optimizer=sgd, quiet=True)
+    # plain SGD keeps no moments: its state is not the default Adam's (two per parameter)
+    leaves = jax.tree.leaves(result.state.opt_state)
+    assert not leaves or all(np.asarray(leaf).size <= 1 for leaf in leaves)
+    model, _, _ = load_model(config.checkpoint_dir, tiny_dataset, optimizer=sgd)
+    for a, b in zip(jax.tree.leaves(nnx.state(model)), jax.tree.leaves(nnx.state(result.model))):
+        np.testing.assert_array_equal(a, b)
