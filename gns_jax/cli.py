@@ -413,12 +413,10 @@ def run_predict(args: argparse.Namespace) -> None:
     import io
 
     import numpy as np
-    from flax import nnx
 
     from gns_jax.checkpoint import read_run
-    from gns_jax.evaluate import Evaluator, resolve_eval_mode
-    from gns_jax.factories import eval_fanouts, prepare_features
-    from gns_jax.train import load_model
+    from gns_jax.evaluate import resolve_eval_mode
+    from gns_jax.train import load_model, predict
 
     out = check_output(args.out)
     if out.suffix != ".npy":
@@ -431,20 +429,7 @@ def run_predict(args: argparse.Namespace) -> None:
     dataset = _load(args.dataset, getattr(args, "data_dir", None), split_seed, args.quiet)
     model, config, record = load_model(args.checkpoint, dataset)
     mode = resolve_eval_mode(config.eval_mode, model)
-    evaluator = Evaluator(
-        dataset,
-        prepare_features(dataset, config),
-        mode=mode,
-        fanouts=eval_fanouts(config),
-        batch_size=config.batch_size,
-        seed=config.seed,
-        nodes=np.arange(dataset.num_nodes, dtype=np.int32),
-    )
-    graphdef, state = nnx.split(model)
-    if args.proba:
-        pred = evaluator.probabilities(graphdef, state)
-    else:
-        pred = evaluator.predict(graphdef, state).astype(np.int32)
+    pred = predict(model, dataset, proba=args.proba, config=config)
     buffer = io.BytesIO()
     np.save(buffer, pred, allow_pickle=False)
     write_atomically(out, buffer.getvalue())

@@ -32,7 +32,7 @@ from gns_jax.checkpoint import Checkpointer, check_compatible, dataset_identity,
 from gns_jax.config import RESUMABLE, TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
-from gns_jax.evaluate import Evaluator, resolve_eval_mode
+from gns_jax.evaluate import Evaluator, in_eval_mode, resolve_eval_mode
 from gns_jax.factories import (
     eval_fanouts,
     feature_norm,
@@ -112,7 +112,7 @@ def model_of(graphdef: nnx.GraphDef, state: TrainState, params: nnx.State | None
 def eval_graphdef(graphdef: nnx.GraphDef, state: TrainState) -> nnx.GraphDef:
     """The graph definition of the training model ``graphdef`` in evaluation mode (the modes
     are static attributes: another graph definition, traced once)."""
-    return nnx.graphdef(model_of(graphdef, state))
+    return in_eval_mode(graphdef, (state.params, state.rest))
 
 
 def _new_rest(model: nnx.Module) -> nnx.State:
@@ -274,7 +274,6 @@ def fit(
             model = make_model(dataset, config, jax.random.fold_in(base_key, INIT))
         dropout_key = jax.random.fold_in(base_key, DROPOUT)
     graphdef, state = init_state(model, tx)
-    evaluated = eval_graphdef(graphdef, state)  # the model in evaluation mode
     metric = resolve_metric(config.metric, dataset.num_classes)  # picks the best epoch
     names = task_metrics(dataset.num_classes)
     model_name = class_name(model)  # recorded: load_model needs a template of any other
@@ -432,7 +431,7 @@ def fit(
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
             ):
                 t0 = time.perf_counter()
-                scores = evaluator.scores(evaluated, local((state.params, state.rest)), names)
+                scores = evaluator.scores(graphdef, local((state.params, state.rest)), names)
                 flat = {
                     f"{split}_{name}": (None if scores[split] is None else scores[split][name])
                     for split in ("val", "test", "train")
@@ -649,13 +648,12 @@ def predict(
     (each call repeats exactly).
     """
     config = config or TrainConfig()
-    graphdef, state = nnx.split(model)
-    evaluated = nnx.merge(graphdef, state)
-    evaluated.eval()
-    graphdef = nnx.graphdef(evaluated)
+    graphdef, state = nnx.split(model)  # the Evaluator runs it in evaluation mode
     mode = resolve_eval_mode(config.eval_mode, model)
-    every = np.arange(dataset.num_nodes, dtype=np.int32)
-    wanted = every if nodes is None else np.asarray(nodes, dtype=np.int32)
+    if nodes is None:
+        wanted = np.arange(dataset.num_nodes, dtype=np.int32)
+    else:
+        wanted = np.asarray(nodes, dtype=np.int32)
     if wanted.ndim != 1 or (
         wanted.size and (wanted.min() < 0 or wanted.max() >= dataset.num_nodes)
     ):
