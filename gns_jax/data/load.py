@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.data import formats, ondisk
+from gns_jax.data import formats, ondisk, saint
 from gns_jax.data.dataset import Dataset
 from gns_jax.data.synthetic import parse_synthetic, spec_rng, synthetic
 from gns_jax.errors import DatasetError, GnsJaxError
@@ -88,9 +88,14 @@ def _load_path(path: Path, split_seed: int) -> Dataset:
                 return formats.read_planetoid(path)
             if (path / "facebook_edges.csv").exists():
                 return formats.read_facebook(path, split_seed)
+            if (path / "adj_full.npz").exists() and (path / "role.json").exists():
+                return saint.read_graphsaint(path)
+            if saint.graphsage_prefix(path) is not None:
+                return saint.read_graphsage(path)
             raise DatasetError(
                 f"{path}: directory holds no supported dataset (a gns-jax meta.json, an OGB "
-                "raw/ + split/ layout, Planetoid ind.*.graph or facebook_edges.csv)"
+                "raw/ + split/ layout, Planetoid ind.*.graph, facebook_edges.csv, GraphSAINT "
+                "adj_full.npz + role.json or a GraphSAGE PREFIX-G.json)"
             )
         with open(path, "rb") as f:
             magic = f.read(4)
