@@ -161,6 +161,7 @@ def test_synthetic_optional_keys_take_the_documented_defaults():
         train=0.08,
         val=0.02,
         test=None,
+        multilabel=0.0,
     )
 
 

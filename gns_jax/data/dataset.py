@@ -36,6 +36,7 @@ __all__ = [
     "advise_random",
     "beyond_memory",
     "check_alloc",
+    "check_label_matrix",
     "class_count",
     "finish",
     "memory_budget",
@@ -188,9 +189,11 @@ class Dataset:
       graph: undirected graph (both directions stored), no self-loops, no duplicate edges.
       features: float32 ``[num_nodes, num_features]``, finite; may be a read-only ``np.memmap``
         (float32 or float16) of a saved dataset directory (:mod:`gns_jax.data.ondisk`).
-      labels: int32 ``[num_nodes]``; class ids in ``[0, num_classes)``, -1 for unlabelled nodes
-        (which lie in no split).
-      num_classes: number of classes; every class in ``[0, num_classes)`` has a labelled node.
+      labels: int32 ``[num_nodes]``, class ids in ``[0, num_classes)`` and -1 for unlabelled
+        nodes (which lie in no split); or, for a multi-label task, an int8 ``[num_nodes, L]``
+        0/1 matrix, a row of -1 for an unlabelled node.
+      num_classes: number of classes (every class in ``[0, num_classes)`` has a labelled node),
+        or the number of labels ``L`` of a multi-label matrix.
       train_idx, val_idx, test_idx: int32 node ids, disjoint, each non-empty.
       split: how the split was made (``"planetoid"``, ``"stored:0"``, ``"per-class 20/30 ..."``).
     """
@@ -212,6 +215,23 @@ class Dataset:
     @property
     def num_features(self) -> int:
         return int(self.features.shape[1])
+
+    @property
+    def multilabel(self) -> bool:
+        """Whether ``labels`` is a ``[num_nodes, L]`` 0/1 matrix (a multi-label task)."""
+        return self.labels.ndim == 2
+
+    @property
+    def task(self) -> str:
+        """The task the labels describe: ``"multilabel"`` (a label matrix), ``"binary"`` (two
+        classes) or ``"multiclass"``; :func:`gns_jax.tasks.resolve_task` lets a run override it."""
+        if self.multilabel:
+            return "multilabel"
+        return "binary" if self.num_classes == 2 else "multiclass"
+
+    def labelled(self) -> np.ndarray:
+        """Bool ``[num_nodes]``: the nodes that carry a label."""
+        return self.labels[:, 0] >= 0 if self.multilabel else self.labels >= 0
 
     def validate(self, where: str | None = None) -> Dataset:
         """Checks the graph (valid CSR, undirected), shapes, finite features, labels (contiguous
@@ -240,19 +260,31 @@ class Dataset:
                     f"{where}: features contain NaN or infinite values (first in the row of "
                     f"node {row})"
                 )
-        if self.labels.shape != (n,):
-            raise DatasetError(f"{where}: labels must have shape [{n}], got {self.labels.shape}")
         if not np.issubdtype(self.labels.dtype, np.integer):
             raise DatasetError(f"{where}: labels must be integers, got {self.labels.dtype}")
         if not isinstance(self.num_classes, int | np.integer) or self.num_classes < 1:
             raise DatasetError(f"{where}: no classes (num_classes={self.num_classes!r})")
-        out = (self.labels < -1) | (self.labels >= self.num_classes)
-        if out.any():
-            raise DatasetError(
-                f"{where}: labels must lie in [0, {self.num_classes}) (or -1 for unlabelled), "
-                f"found {int(self.labels[out][0])} at node {int(np.flatnonzero(out)[0])}"
-            )
-        _missing_classes(self.labels, int(self.num_classes), where)
+        if self.labels.ndim == 2:
+            check_label_matrix(self.labels, where, n)
+            if self.labels.shape[1] != self.num_classes:
+                raise DatasetError(
+                    f"{where}: {self.labels.shape[1]} label columns but num_classes="
+                    f"{self.num_classes}"
+                )
+        else:
+            if self.labels.shape != (n,):
+                raise DatasetError(
+                    f"{where}: labels must have shape [{n}] (classes) or [{n}, L] (a multi-label "
+                    f"0/1 matrix), got {self.labels.shape}"
+                )
+            out = (self.labels < -1) | (self.labels >= self.num_classes)
+            if out.any():
+                raise DatasetError(
+                    f"{where}: labels must lie in [0, {self.num_classes}) (or -1 for unlabelled), "
+                    f"found {int(self.labels[out][0])} at node {int(np.flatnonzero(out)[0])}"
+                )
+            _missing_classes(self.labels, int(self.num_classes), where)
+        labelled = self.labelled()
         seen = np.zeros(n, dtype=bool)
         for split_name, idx in (
             ("train", self.train_idx),
@@ -273,7 +305,7 @@ class Dataset:
                     f"{where}: the {split_name} split overlaps another or repeats ids"
                 )
             seen[idx] = True
-            if (self.labels[idx] < 0).any():
+            if not labelled[idx].all():
                 raise DatasetError(f"{where}: the {split_name} split contains unlabelled nodes")
         return self
 
@@ -290,8 +322,14 @@ def finish(
     """Builds and validates a :class:`Dataset`; ``num_classes`` defaults to
     :func:`class_count` of ``labels`` (contiguous ids). Errors start with ``name``."""
     labels = np.asarray(labels)
-    if labels.ndim != 1 or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
-        raise DatasetError(f"{name}: labels must be a 1-D integer array, got {labels.dtype}")
+    if labels.ndim == 2:  # a multi-label 0/1 matrix
+        labels = check_label_matrix(labels, name, labels.shape[0])
+        num_classes = int(labels.shape[1])
+    elif labels.ndim != 1 or (labels.size and not np.issubdtype(labels.dtype, np.integer)):
+        raise DatasetError(
+            f"{name}: labels must be a 1-D integer array or a 2-D 0/1 label matrix, got "
+            f"{labels.dtype} of shape {labels.shape}"
+        )
     if labels.size and labels.min() < -1:
         raise DatasetError(
             f"{name}: labels out of range: found {int(labels.min())} "
@@ -305,7 +343,7 @@ def finish(
             f"{name}: features must be a 2-D numeric array, got {features.dtype} of shape "
             f"{features.shape}"
         )
-    if labels.size and labels.max() >= num_classes:
+    if labels.ndim == 1 and labels.size and labels.max() >= num_classes:
         raise DatasetError(
             f"{name}: labels must lie in [0, {num_classes}), found {int(labels.max())} at node "
             f"{int(np.argmax(labels))}"
@@ -316,13 +354,51 @@ def finish(
         name=name,
         graph=graph,
         features=features,
-        labels=labels.astype(np.int32),
+        labels=labels.astype(np.int8 if labels.ndim == 2 else np.int32),
         num_classes=num_classes,
         train_idx=np.asarray(splits[0], dtype=np.int32),
         val_idx=np.asarray(splits[1], dtype=np.int32),
         test_idx=np.asarray(splits[2], dtype=np.int32),
         split=split,
     ).validate()
+
+
+def check_label_matrix(labels: np.ndarray, where: str, num_nodes: int) -> np.ndarray:
+    """Checks a multi-label matrix: integer or bool ``[num_nodes, L]`` with ``L >= 1``, entries 0 or
+    1, a row of -1 for an unlabelled node, every label positive on some node and negative on some
+    other (a constant column cannot be learned or scored). Returns it as int8; raises
+    DatasetError starting with ``where``."""
+    labels = np.asarray(labels)
+    if labels.dtype == bool:
+        labels = labels.astype(np.int8)
+    if labels.ndim != 2 or labels.shape[0] != num_nodes or labels.shape[1] < 1:
+        raise DatasetError(
+            f"{where}: a label matrix must have shape [num_nodes={num_nodes}, L >= 1], got "
+            f"{labels.shape}"
+        )
+    if labels.size and not np.issubdtype(labels.dtype, np.integer):
+        raise DatasetError(f"{where}: the label matrix must be integer 0/1, got {labels.dtype}")
+    unlabelled = labels[:, 0] == -1
+    bad = ~np.isin(labels, (0, 1)) & ~unlabelled[:, None]
+    bad |= unlabelled[:, None] & (labels != -1)
+    if bad.any():
+        node, col = (int(v) for v in np.argwhere(bad)[0])
+        raise DatasetError(
+            f"{where}: label matrix entries must be 0 or 1 (or a whole row of -1 for an "
+            f"unlabelled node), found {int(labels[node, col])} at node {node}, label {col}"
+        )
+    rows = labels[~unlabelled]
+    if not rows.shape[0]:
+        raise DatasetError(f"{where}: no labelled node")
+    positives = rows.sum(axis=0, dtype=np.int64)
+    constant = np.flatnonzero((positives == 0) | (positives == rows.shape[0]))
+    if constant.size:
+        shown = ", ".join(str(int(c)) for c in constant[:5]) + (", ..." if constant.size > 5 else "")
+        raise DatasetError(
+            f"{where}: {constant.size} of {labels.shape[1]} labels are the same on every labelled "
+            f"node ({shown}); drop those columns"
+        )
+    return labels.astype(np.int8, copy=False)
 
 
 def per_class_split(

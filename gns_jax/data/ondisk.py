@@ -6,7 +6,8 @@
     indptr.npy   int64 [N+1]   the CSR graph (in-neighbours of every node, both directions)
     indices.npy  int32 [E]
     features.npy float32 or float16 [N, F]
-    labels.npy   int32 [N]     -1 for unlabelled nodes
+    labels.npy   int32 [N]     -1 for unlabelled nodes (multi-label: int8 [N, L], 0/1, a row
+                               of -1 unlabelled; meta.json says "multilabel": true)
     train_idx.npy, val_idx.npy, test_idx.npy   int32
 
 Every array is a plain ``.npy`` (``np.load(..., allow_pickle=False)``) opened with
@@ -136,7 +137,8 @@ def _write(ds: Dataset, folder: Path, feature_dtype: str) -> None:
         out[start : start + step] = block
     out.flush()
     del out
-    for name in ("labels", "train_idx", "val_idx", "test_idx"):
+    np.save(folder / "labels.npy", np.asarray(ds.labels, np.int8 if ds.multilabel else np.int32))
+    for name in ("train_idx", "val_idx", "test_idx"):
         np.save(folder / f"{name}.npy", np.asarray(getattr(ds, name), np.int32))
     write_meta(
         folder,
@@ -146,6 +148,7 @@ def _write(ds: Dataset, folder: Path, feature_dtype: str) -> None:
             num_edges=ds.graph.num_edges,
             num_features=int(f),
             num_classes=int(ds.num_classes),
+            multilabel=ds.multilabel,
             feature_dtype=feature_dtype,
             split=ds.split,
         ),
@@ -240,7 +243,8 @@ def read_saved(folder: str | os.PathLike) -> Dataset:
         "indptr": ("int64", (n + 1,)),
         "indices": ("int32", (e,)),
         "features": (meta["feature_dtype"], (n, f)),
-        "labels": ("int32", (n,)),
+        # a multi-label task's 0/1 matrix [N, L]
+        "labels": ("int8", (n, meta["num_classes"])) if meta.get("multilabel") else ("int32", (n,)),
         "train_idx": ("int32", (None,)),
         "val_idx": ("int32", (None,)),
         "test_idx": ("int32", (None,)),

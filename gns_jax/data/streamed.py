@@ -78,6 +78,7 @@ def write_synthetic(
     chunk_edges: int = 1 << 22,
     bucket_bytes: int = 128 << 20,
     log: Callable[[str], None] | None = None,
+    multilabel: float = 0.0,
 ) -> dict:
     """Writes :func:`~gns_jax.data.synthetic.synthetic`'s graph to ``folder``, streamed.
 
@@ -92,6 +93,7 @@ def write_synthetic(
         many bytes).
       bucket_bytes: the size of one bucket of keys on disk; sorted in memory one at a time.
       log: called with one line of progress per phase and chunk group (None: silent).
+      multilabel: must be 0: the streamed writer makes single-label graphs only.
 
     Returns:
       The folder's ``meta.json`` as a dict.
@@ -103,6 +105,11 @@ def write_synthetic(
     from gns_jax.data.ondisk import check_new_folder, write_meta
 
     check_sizes(name, nodes, degree, features, classes)
+    if multilabel:
+        raise DatasetError(
+            f"{name}: a multi-label synthetic graph is generated in memory only; this one is "
+            "large enough to be streamed, which makes single-label graphs"
+        )
     if feature_dtype not in ("float32", "float16"):
         raise DatasetError(f"--feature-dtype: float32 or float16, got '{feature_dtype}'")
     if not isinstance(rng.bit_generator, np.random.PCG64):
@@ -174,6 +181,7 @@ def write_synthetic(
             num_edges=int(total),
             num_features=int(features),
             num_classes=int(classes),
+            multilabel=False,
             feature_dtype=feature_dtype,
             split=described,
         )

@@ -1,8 +1,9 @@
 """Seeded synthetic graphs: power-law degrees, class-homophilous edges, noisy class features.
 
 ``synthetic:nodes=N,degree=D,features=F,classes=C[,seed=S,homophily=H,signal=A,train=T,val=V,
-test=U]`` on the command line (the four sizes are required; seed, homophily and signal default to
-0, 0.8 and 0.5; the split's fractions to 0.08, 0.02 and the rest), parsed by
+test=U,multilabel=P]`` on the command line (the four sizes are required; seed, homophily and
+signal default to 0, 0.8 and 0.5; the split's fractions to 0.08, 0.02 and the rest; ``multilabel``
+to 0, a multi-class task: ``P > 0`` makes a multi-label one, see :func:`synthetic`), parsed by
 :func:`parse_synthetic`; :func:`synthetic` from Python. Host-side NumPy, vectorised.
 :mod:`gns_jax.data.streamed` writes the same graphs to a folder in bounded memory.
 """
@@ -25,8 +26,16 @@ _EDGE_BYTES = 64
 
 _REQUIRED = ("nodes", "degree", "features", "classes")
 # The documented defaults; test=None: every node outside the training and validation splits.
-_OPTIONAL = {"seed": 0, "homophily": 0.8, "signal": 0.5, "train": 0.08, "val": 0.02, "test": None}
-_FLOATS = ("degree", "homophily", "signal", "train", "val", "test")
+_OPTIONAL = {
+    "seed": 0,
+    "homophily": 0.8,
+    "signal": 0.5,
+    "train": 0.08,
+    "val": 0.02,
+    "test": None,
+    "multilabel": 0.0,
+}
+_FLOATS = ("degree", "homophily", "signal", "train", "val", "test", "multilabel")
 
 
 def parse_synthetic(spec: str, in_memory: bool = True) -> dict[str, float]:
@@ -75,6 +84,8 @@ def parse_synthetic(spec: str, in_memory: bool = True) -> dict[str, float]:
         raise DatasetError(f"--dataset {spec}: need 2 <= classes <= nodes")
     if not 0 <= opts["homophily"] <= 1:
         raise DatasetError(f"--dataset {spec}: homophily must lie in [0, 1]")
+    if not 0 <= opts["multilabel"] < 1:
+        raise DatasetError(f"--dataset {spec}: multilabel must lie in [0, 1)")
     if opts["seed"] < 0:
         raise DatasetError(f"--dataset {spec}: seed must be >= 0, got {opts['seed']}")
     split_sizes(opts["nodes"], opts["train"], opts["val"], opts["test"], f"--dataset {spec}")
@@ -106,6 +117,7 @@ def synthetic(
     train: float = 0.08,
     val: float = 0.02,
     test: float | None = None,
+    multilabel: float = 0.0,
 ) -> Dataset:
     """A degree-corrected planted-partition graph with power-law degrees. Vectorised.
 
@@ -117,8 +129,13 @@ def synthetic(
     ``test`` of them (default: the other 90 %, ogbn-products style); a smaller ``test`` leaves
     nodes in no split (ogbn-papers100M style, whose splits cover 1.4 % of its nodes).
     Every class gets a node: should the uniform draw miss one (only on small graphs), the first
-    ``classes`` nodes take the classes in a random order. Raises DatasetError for sizes that are
-    impossible or beyond :func:`~gns_jax.data.dataset.memory_budget`.
+    ``classes`` nodes take the classes in a random order.
+
+    ``multilabel = P > 0`` makes a multi-label task of ``classes`` labels (GraphSAINT's Yelp and
+    Amazon are such tasks): a node carries its own class's label and, independently with
+    probability ``P``, each other label, whose mean is added to its features too (the graph, the
+    split and the single-label draws stay those of ``P = 0``). Raises DatasetError for sizes that
+    are impossible or beyond :func:`~gns_jax.data.dataset.memory_budget`.
     """
     check_sizes(name, nodes, degree, features, classes)
     check_alloc((nodes, features), 4, name, "the feature matrix")
@@ -141,6 +158,16 @@ def synthetic(
     x = rng.standard_normal((nodes, features), dtype=np.float32)
     x += np.float32(signal) * means[labels]
     splits, described = random_split(rng.permutation(nodes), train, val, test, name)
+    if multilabel > 0:
+        if not multilabel < 1:
+            raise DatasetError(f"{name}: multilabel must lie in [0, 1), got {multilabel}")
+        check_alloc((nodes, classes), 1, name, "the label matrix")
+        matrix = (rng.random((nodes, classes)) < multilabel).astype(np.int8)
+        matrix[np.arange(nodes), labels] = 1
+        extra = matrix.astype(np.float32)
+        extra[np.arange(nodes), labels] = 0
+        x += np.float32(signal) * (extra @ means)
+        labels = matrix
     return finish(name, graph, x, labels, splits, described, classes)
 
 
