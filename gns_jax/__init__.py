@@ -11,7 +11,10 @@ The supported surface is listed in ``__all__``. Modules, from the data to the co
 * ``models``: Flax NNX GraphSAGE over blocks; ``evaluate``: exact and sampled inference;
 * ``config``: the options of a run (no JAX: the command's ``--help`` imports only this);
   ``factories``: the functions that turn them into the sampler, model, optimiser and loader;
-* ``train``: the train state, the pure train step and ``fit``; ``checkpoint``: orbax checkpoints;
+* ``tasks``: multi-class, binary and multi-label tasks (loss, probabilities, decisions);
+  ``metrics``: accuracy, F1 and ROC-AUC from probabilities;
+* ``step``: the train state and the pure train step; ``results``: a run's record and JSON;
+  ``train``: ``fit``, ``load_model``, ``predict``; ``checkpoint``: orbax checkpoints;
 * ``instrument``: transfer, compilation and time counters, progress; ``cli``: the command.
 
 ``docs/`` explains the architecture and the algorithm.
@@ -55,8 +58,9 @@ _WHERE = {
     "NodeWiseSampler": "gns_jax.sampling",
     "SAGEConv": "gns_jax.models",
     "Sampler": "gns_jax.sampling",
+    "Task": "gns_jax.tasks",
     "TrainConfig": "gns_jax.config",
-    "TrainState": "gns_jax.train",
+    "TrainState": "gns_jax.step",
     "TransferMeter": "gns_jax.instrument",
     "block_from_graphs_tuple": "gns_jax.sampling",
     "block_to_graphs_tuple": "gns_jax.sampling",
@@ -68,7 +72,7 @@ _WHERE = {
     "from_edges": "gns_jax.graph",
     "full_inference": "gns_jax.evaluate",
     "inclusion_probability": "gns_jax.cache",
-    "init_state": "gns_jax.train",
+    "init_state": "gns_jax.step",
     "load_dataset": "gns_jax.data",
     "load_model": "gns_jax.train",
     "make_loader": "gns_jax.factories",
@@ -76,14 +80,14 @@ _WHERE = {
     "make_optimizer": "gns_jax.factories",
     "make_parallel_train_step": "gns_jax.parallel",
     "make_sampler": "gns_jax.factories",
-    "make_train_step": "gns_jax.train",
-    "model_of": "gns_jax.train",
+    "make_train_step": "gns_jax.step",
+    "model_of": "gns_jax.step",
     "predict": "gns_jax.train",
     "prepare_features": "gns_jax.factories",
     "sampled_inference": "gns_jax.evaluate",
     "save_dataset": "gns_jax.data",
     "synthetic": "gns_jax.data",
-    "train_step": "gns_jax.train",
+    "train_step": "gns_jax.step",
 }
 
 
@@ -143,17 +147,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         block_from_graphs_tuple,
         block_to_graphs_tuple,
     )
-    from gns_jax.train import (
-        FitResult,
-        TrainState,
-        fit,
-        init_state,
-        load_model,
-        make_train_step,
-        model_of,
-        predict,
-        train_step,
-    )
+    from gns_jax.step import TrainState, init_state, make_train_step, model_of, train_step
+    from gns_jax.tasks import Task
+    from gns_jax.train import FitResult, fit, load_model, predict
 
 __all__ = [
     "Batch",
@@ -184,6 +180,7 @@ __all__ = [
     "NodeWiseSampler",
     "SAGEConv",
     "Sampler",
+    "Task",
     "TrainConfig",
     "TrainState",
     "TransferMeter",

@@ -36,7 +36,14 @@ import numpy as np
 
 from gns_jax.errors import ConfigError
 
-__all__ = ["FORMAT", "KEEP", "Checkpointer", "CheckpointWarning", "dataset_identity"]
+__all__ = [
+    "FORMAT",
+    "KEEP",
+    "Checkpointer",
+    "CheckpointWarning",
+    "RunCheckpoints",
+    "dataset_identity",
+]
 
 FORMAT = "gns-jax-checkpoint"
 VERSION = 1
@@ -238,3 +245,85 @@ def read_run(directory: str | Path) -> tuple[int, dict]:
                 stacklevel=2,
             )
     raise ConfigError("checkpoint", f"{directory} holds no readable gns-jax checkpoint")
+
+
+class RunCheckpoints:
+    """The checkpoints of one :func:`gns_jax.fit` run: refuses a folder holding another run's
+    unless resuming, resumes from the latest readable one, saves every ``checkpoint_every``
+    batches and at every epoch's end.
+
+    Args:
+      config: the run's options (``checkpoint_dir``, ``checkpoint_every``, ``resume``).
+      identity: :func:`dataset_identity` of the run's dataset.
+      model_name: the model's class (``load_model`` needs a template of any but GraphSAGE).
+      cache_slots: the GNS cache's size (its node ids are saved padded to it).
+      num_batches: batches an epoch.
+      resumable: options that may differ on resumption.
+    """
+
+    def __init__(self, config, identity: dict, model_name: str, cache_slots: int,
+                 num_batches: int, resumable: tuple[str, ...]):  # fmt: skip
+        self.config, self.identity, self.options = config, identity, config.to_json()
+        self.model_name, self.slots, self.num_batches = model_name, cache_slots, num_batches
+        self.resumable = resumable
+        self.store = Checkpointer(config.checkpoint_dir)
+        if self.store.steps() and not config.resume:
+            raise ConfigError(
+                "checkpoint_dir",
+                f"{config.checkpoint_dir} holds checkpoints of an earlier run; resume it "
+                "(--resume) or choose an empty folder",
+            )
+
+    def due(self, batches_done: int, last_of_epoch: bool) -> bool:
+        """Whether to save after the ``batches_done``-th batch (the epoch's end saves anyway)."""
+        every = self.config.checkpoint_every
+        return bool(every) and batches_done % every == 0 and not last_of_epoch
+
+    def resume(self, state, run, loader, log):
+        """Restores the latest checkpoint into ``run`` and ``loader``; returns
+        ``(state, epoch, batch index, step)`` or None (no checkpoint: a fresh start)."""
+        where = self.config.checkpoint_dir
+
+        def template(record):
+            # checkpoints written before data parallelism have no "devices": one device
+            record.setdefault("config", {}).setdefault("devices", 1)
+            check_compatible(record, self.identity, self.options, self.resumable, where)
+            slots = int(record["cache_slots"])
+            return {"state": state, "best": state.params, "cache_ids": np.zeros(slots, np.int32)}
+
+        found = self.store.latest(template)
+        if found is None:
+            if self.store.steps():
+                raise ConfigError("checkpoint_dir", f"no readable checkpoint in {where}")
+            log(f"no checkpoint in {where}: starting afresh")
+            return None
+        step, arrays, record = found
+        run.restore(record, arrays["best"])
+        ids = np.asarray(arrays["cache_ids"])
+        from gns_jax.loader import LoaderState
+
+        loader.restore(LoaderState.from_json(record["loader"], ids[ids >= 0]))
+        epoch, index = record["loader"]["epoch"], record["loader"]["index"]
+        log(f"resumed from checkpoint {step} in {where}: epoch {epoch + 1}, batch {index + 1}")
+        return arrays["state"], epoch, index, step
+
+    def save(self, state, run, batch_state, epoch_done: bool) -> None:
+        """Saves ``state`` (one device's copy), the best parameters and the run's record at the
+        loader position ``batch_state``."""
+        padded = np.full(max(self.slots, 1), -1, np.int32)
+        if batch_state.cache_ids is not None:
+            padded[: batch_state.cache_ids.size] = batch_state.cache_ids
+        position = batch_state.epoch * self.num_batches + batch_state.index
+        best = state.params if run.best_params is None else run.best_params
+        self.store.save(
+            position,
+            {"state": state, "best": best, "cache_ids": padded},
+            {
+                "identity": self.identity,
+                "config": self.options,
+                "model": self.model_name,
+                "loader": batch_state.to_json(),
+                "cache_slots": max(self.slots, 1),
+                **run.checkpoint(epoch_done),
+            },
+        )

@@ -173,10 +173,14 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--proba",
         action="store_true",
-        help="write float32 [num_nodes, num_classes] class probabilities (softmax) instead",
+        help="write float32 probabilities instead: [num_nodes, C] softmax for classes (binary: "
+        "column 1 the positive class), [num_nodes, L] sigmoids for multi-label",
     )
     predict.add_argument(
-        "--out", required=True, help="a .npy file: int32 [num_nodes], the predicted class"
+        "--out",
+        required=True,
+        help="a .npy file: int32 [num_nodes], the predicted class (multi-label: int8 "
+        "[num_nodes, L], 1 where a label's probability exceeds 0.5)",
     )
     _common(predict)
 
@@ -436,11 +440,18 @@ def run_predict(args: argparse.Namespace) -> None:
     if not args.quiet:
         print(
             f"wrote {pred.shape[0]:,} predicted "
-            f"{'class probabilities' if args.proba else 'classes'} to {out} ({mode} inference, "
-            "the parameters "
-            f"of epoch {record['best']['epoch'] + 1}, validation accuracy {record['best']['val']})",
+            f"{'probabilities' if args.proba else 'predictions'} to {out} ({mode} inference, "
+            f"the parameters of epoch {record['best']['epoch'] + 1}, validation "
+            f"{_selection(record)})",
             file=sys.stderr,
         )
+
+
+def _selection(record: dict) -> str:
+    """``metric value`` of the checkpoint's best epoch (older records: accuracy)."""
+    best = record["best"]
+    score = best.get("score", best["val"])
+    return f"{best.get('metric', 'accuracy')} {'-' if score is None else f'{score:.4f}'}"
 
 
 def run_save(args: argparse.Namespace) -> None:

@@ -53,6 +53,7 @@ __all__ = [
 SAMPLERS = ("gns", "ns", "ladies")
 EVAL_MODES = ("auto", "exact", "sampled")
 METRIC_CHOICES = ("auto", "accuracy", "f1_micro", "f1_macro", "roc_auc")  # gns_jax.metrics
+TASK_CHOICES = ("auto", "multiclass", "binary", "multilabel")  # gns_jax.tasks
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
 FEATURE_NORMS = ("auto", "row", "none")
 BUDGETS = ("auto", "calibrated", "worst")
@@ -202,10 +203,19 @@ class TrainConfig:
     metric: str = _option(
         "auto",
         "the metric that picks the best epoch (every one is reported): accuracy, f1_micro, "
-        "f1_macro or roc_auc (one class against the rest above two classes); auto: roc_auc for "
-        "a binary task, accuracy otherwise",
+        "f1_macro or roc_auc (one class against the rest above two classes, the mean over "
+        "labels for multi-label); auto: roc_auc for a binary task, f1_micro for a multi-label "
+        "one, accuracy otherwise",
         "evaluation",
         choices=METRIC_CHOICES,
+    )
+    task: str = _option(
+        "auto",
+        "multiclass (softmax cross-entropy), binary (the same, scored by ROC-AUC) or multilabel "
+        "(a sigmoid cross-entropy a label); auto: detected from the labels (a 0/1 label matrix "
+        "is multi-label, two classes binary)",
+        "training",
+        choices=TASK_CHOICES,
     )
     cache_fraction: float = _option(
         0.01,
@@ -342,6 +352,7 @@ class TrainConfig:
         _check_choice("feature_norm", self.feature_norm, FEATURE_NORMS)
         _check_choice("eval_mode", self.eval_mode, EVAL_MODES)
         _check_choice("metric", self.metric, METRIC_CHOICES)
+        _check_choice("task", self.task, TASK_CHOICES)
         check_cache_fraction(self.cache_fraction)
         _check_choice("cache_dist", self.cache_dist, DISTRIBUTIONS)
         _check_choice("budget", self.budget, BUDGETS)

@@ -33,6 +33,7 @@ from gns_jax.instrument import TransferMeter
 from gns_jax.loader import DeviceBatch, Loader
 from gns_jax.metrics import METRICS, score
 from gns_jax.sampling.nodewise import NodeWiseSampler
+from gns_jax.tasks import Task
 
 __all__ = [
     "Evaluator",
@@ -231,14 +232,9 @@ def sampled_inference(graphdef: nnx.GraphDef, state, loader: Loader) -> np.ndarr
     return np.concatenate(parts)
 
 
-@jax.jit
-def _softmax(logits):
-    return jax.nn.softmax(jnp.asarray(logits, jnp.float32), axis=-1)
-
-
-@jax.jit
-def _argmax(logits):
-    return jnp.argmax(logits, -1).astype(jnp.int32)
+@functools.partial(jax.jit, static_argnums=1)
+def _probabilities(logits, task: Task):
+    return task.probabilities(logits)
 
 
 def predictions_accuracy(pred: np.ndarray, labels: np.ndarray) -> float:
@@ -257,6 +253,8 @@ class Evaluator:
       batch_size, seed, budget, prefetch: of sampled inference's loader.
       nodes: the nodes sampled inference predicts (default: validation and test).
       meter: counts what crosses host -> device (tag ``"eval"``).
+      task: how logits become probabilities and decisions (default: the dataset's task,
+        :mod:`gns_jax.tasks`).
     """
 
     def __init__(
@@ -273,10 +271,12 @@ class Evaluator:
         nodes: np.ndarray | None = None,
         meter: TransferMeter | None = None,
         log: Callable[[str], None] | None = None,
+        task: Task | None = None,
     ):
         if mode not in ("exact", "sampled"):
             raise ValueError(f"mode: exact or sampled, got {mode!r}")
         self.mode = mode
+        self.task = task or Task(dataset.task)
         self.dataset = dataset
         self.meter = meter or TransferMeter()
         self.splits = {"train": dataset.train_idx, "val": dataset.val_idx, "test": dataset.test_idx}
@@ -313,8 +313,15 @@ class Evaluator:
         )
 
     def predict(self, graphdef: nnx.GraphDef, state) -> np.ndarray:
-        """Predicted classes: of every node (exact) or of ``nodes`` in order (sampled). In
-        evaluation mode, whatever mode ``graphdef`` is in (:func:`in_eval_mode`)."""
+        """Predictions (int32 classes ``[n]``, or an int8 0/1 label matrix ``[n, L]``): of every
+        node (exact) or of ``nodes`` in order (sampled). In evaluation mode, whatever mode
+        ``graphdef`` is in (:func:`in_eval_mode`)."""
+        return self.task.decide(self.probabilities(graphdef, state))
+
+    def probabilities(self, graphdef: nnx.GraphDef, state) -> np.ndarray:
+        """float32 probabilities (:meth:`gns_jax.tasks.Task.probabilities`: softmax ``[n, C]``,
+        or a sigmoid a label ``[n, L]``): of every node (exact) or of ``nodes`` in order
+        (sampled); in evaluation mode."""
         graphdef = in_eval_mode(graphdef, state)
         if self.mode == "exact":
             model = _merge(graphdef, state)
@@ -322,22 +329,9 @@ class Evaluator:
             if isinstance(x, SparseFeatures) and not getattr(model, "sparse_inputs", False):
                 x = jax.jit(SparseFeatures.dense)(x)  # the model reads dense features only
             logits = full_inference(graphdef, state, x, self.graph, self.meter)
-            return np.asarray(jax.device_get(_argmax(logits)))
-        return np.argmax(sampled_inference(graphdef, state, self.loader), -1).astype(np.int32)
-
-    def probabilities(self, graphdef: nnx.GraphDef, state) -> np.ndarray:
-        """Class probabilities (softmax of the logits), float32 ``[n, C]``: of every node
-        (exact) or of ``nodes`` in order (sampled); in evaluation mode."""
-        graphdef = in_eval_mode(graphdef, state)
-        if self.mode == "exact":
-            model = _merge(graphdef, state)
-            x = self.x
-            if isinstance(x, SparseFeatures) and not getattr(model, "sparse_inputs", False):
-                x = jax.jit(SparseFeatures.dense)(x)
-            logits = full_inference(graphdef, state, x, self.graph, self.meter)
         else:
             logits = sampled_inference(graphdef, state, self.loader)
-        return np.asarray(jax.device_get(_softmax(logits)), dtype=np.float32)
+        return np.asarray(jax.device_get(_probabilities(logits, self.task)), dtype=np.float32)
 
     def scores(
         self, graphdef: nnx.GraphDef, state, names: tuple[str, ...] = METRICS

@@ -23,18 +23,21 @@ from gns_jax.features import normalize_rows
 from gns_jax.instrument import TransferMeter
 from gns_jax.loader import Loader
 from gns_jax.models import GraphSAGE
-from gns_jax.parallel import DataParallel
+from gns_jax.parallel import DataParallel, resolve_devices
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.gns import GNSSampler
 from gns_jax.sampling.ladies import LADIESSampler
 from gns_jax.sampling.nodewise import NodeWiseSampler
+from gns_jax.tasks import Task
 
 __all__ = [
     "batch_size",
     "eval_fanouts",
     "feature_norm",
+    "make_evaluator",
     "make_loader",
     "make_model",
+    "make_parallel",
     "make_optimizer",
     "make_sampler",
     "prepare_features",
@@ -138,3 +141,44 @@ def make_loader(
 def eval_fanouts(config: TrainConfig) -> tuple[int, ...]:
     """The fan-outs of sampled evaluation (output layer first)."""
     return config.eval_fanouts or (EVAL_FANOUT,) * len(config.fanouts)
+
+
+def make_parallel(config: TrainConfig) -> DataParallel | None:
+    """Data parallelism over ``config.devices`` (and every process), or None for one device.
+    Raises ConfigError for checkpoints with several processes (not supported yet)."""
+    if resolve_devices(config.devices) == 1 and jax.process_count() == 1:
+        return None
+    parallel = DataParallel.over(config.devices)
+    if parallel.multi_process and config.checkpoint_dir:
+        raise ConfigError(
+            "checkpoint_dir", "checkpoints are not supported with several processes yet"
+        )
+    return parallel
+
+
+def make_evaluator(
+    dataset: Dataset,
+    config: TrainConfig,
+    features: np.ndarray,
+    mode: str,
+    task: Task,
+    meter: TransferMeter | None = None,
+    log: Callable[[str], None] | None = None,
+):
+    """The evaluator of a run: ``mode`` (``exact`` or ``sampled``) inference of ``task`` on
+    the dataset's splits, with the run's evaluation fan-outs, batch size, seed and budget."""
+    from gns_jax.evaluate import Evaluator
+
+    return Evaluator(
+        dataset,
+        features,
+        mode=mode,
+        fanouts=eval_fanouts(config),
+        batch_size=config.batch_size,
+        seed=config.seed,
+        budget=config.budget,
+        prefetch=config.prefetch,
+        meter=meter,
+        log=log,
+        task=task,
+    )

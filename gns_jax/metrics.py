@@ -1,7 +1,7 @@
-"""The field's metrics of node classification, from class probabilities. Host-side, NumPy only.
+"""The field's metrics of node classification, from probabilities. Host-side, NumPy only.
 
-Every metric reads the float32 probabilities ``[n, C]`` that :func:`gns_jax.predict` returns
-(softmax of the logits) and the integer labels ``[n]``:
+Every metric reads the float32 probabilities that :func:`gns_jax.predict` returns: for a class
+task ``[n, C]`` (softmax of the logits) against integer labels ``[n]``:
 
 * ``accuracy``: the share of nodes whose most probable class is their label;
 * ``f1_micro``: F1 over all nodes' decisions pooled (equal to accuracy for one label a node);
@@ -13,9 +13,20 @@ Every metric reads the float32 probabilities ``[n, C]`` that :func:`gns_jax.pred
   the rest, over the classes present and absent in the labels. None when it is undefined (one
   label only).
 
+For a multi-label task, probabilities ``[n, L]`` (a sigmoid a label) against a 0/1 matrix
+``[n, L]``, with a label predicted when its probability exceeds 0.5 (scikit-learn's
+definitions for multi-label indicator matrices):
+
+* ``accuracy``: subset accuracy, the share of nodes whose every label is right;
+* ``f1_micro``: F1 of all (node, label) decisions pooled: ``2 TP / (2 TP + FP + FN)`` (the GNS
+  paper's metric for Yelp and Amazon);
+* ``f1_macro``: the mean over labels of each label's F1 (0 where it has no TP, FP or FN);
+* ``roc_auc``: the mean over labels of each label's ROC-AUC (labels with one value skipped).
+
 The default metric that picks the best epoch is ``roc_auc`` for a binary task (the heterophily
 benchmarks' choice, Platonov et al., ICLR 2023: a 22 % positive class trains at the majority
-rate and still reads 78 % accuracy) and ``accuracy`` otherwise.
+rate and still reads 78 % accuracy), ``f1_micro`` for a multi-label one and ``accuracy``
+otherwise.
 """
 
 from __future__ import annotations
@@ -37,8 +48,10 @@ METRICS = ("accuracy", "f1_micro", "f1_macro", "roc_auc")
 
 
 def accuracy(prob: np.ndarray, labels: np.ndarray) -> float | None:
-    if labels.size == 0:
+    if labels.shape[0] == 0:
         return None
+    if labels.ndim == 2:  # subset accuracy
+        return float(np.mean(np.all((prob > 0.5) == (labels > 0), axis=1)))
     return float(np.mean(np.argmax(prob, -1) == labels))
 
 
@@ -50,14 +63,31 @@ def _f1_per_class(pred: np.ndarray, labels: np.ndarray, num_classes: int) -> np.
     return np.divide(2 * tp, denominator, out=np.zeros(num_classes), where=denominator > 0)
 
 
+def _f1_per_label(pred: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per label (column) true positives, false positives and false negatives."""
+    truth = labels > 0
+    tp = np.sum(pred & truth, axis=0, dtype=np.float64)
+    fp = np.sum(pred & ~truth, axis=0, dtype=np.float64)
+    fn = np.sum(~pred & truth, axis=0, dtype=np.float64)
+    return tp, fp, fn
+
+
 def f1_micro(prob: np.ndarray, labels: np.ndarray) -> float | None:
     """Pooled F1; with one label a node, pooled precision = recall = accuracy."""
-    return accuracy(prob, labels)
+    if labels.ndim == 1 or labels.shape[0] == 0:
+        return accuracy(prob, labels)
+    tp, fp, fn = (v.sum() for v in _f1_per_label(prob > 0.5, labels))
+    return float(2 * tp / (2 * tp + fp + fn)) if tp + fp + fn else 0.0
 
 
 def f1_macro(prob: np.ndarray, labels: np.ndarray) -> float | None:
-    if labels.size == 0:
+    if labels.shape[0] == 0:
         return None
+    if labels.ndim == 2:
+        tp, fp, fn = _f1_per_label(prob > 0.5, labels)
+        denominator = 2 * tp + fp + fn
+        per = np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)
+        return float(np.mean(per))
     return float(np.mean(_f1_per_class(np.argmax(prob, -1), labels, prob.shape[1])))
 
 
@@ -79,8 +109,13 @@ def _auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
 
 
 def roc_auc(prob: np.ndarray, labels: np.ndarray) -> float | None:
-    if labels.size == 0:
+    if labels.shape[0] == 0:
         return None
+    if labels.ndim == 2:
+        columns = range(labels.shape[1])
+        per_label = [_auc(prob[:, j].astype(np.float64), labels[:, j] > 0) for j in columns]
+        defined = [a for a in per_label if a is not None]
+        return float(np.mean(defined)) if defined else None
     if prob.shape[1] == 2:
         return _auc(prob[:, 1].astype(np.float64), labels == 1)
     per_class = [_auc(prob[:, c].astype(np.float64), labels == c) for c in range(prob.shape[1])]
@@ -91,15 +126,19 @@ def roc_auc(prob: np.ndarray, labels: np.ndarray) -> float | None:
 _FUNCTIONS = {"accuracy": accuracy, "f1_micro": f1_micro, "f1_macro": f1_macro, "roc_auc": roc_auc}
 
 
-def task_metrics(num_classes: int) -> tuple[str, ...]:
-    """The metrics a run reports: all four for any number of classes (binary included)."""
-    del num_classes
+def task_metrics(task: str | int) -> tuple[str, ...]:
+    """The metrics a run reports: all four, for every task (``multiclass``, ``binary``,
+    ``multilabel``; a number of classes is read as the class task it makes)."""
+    del task
     return METRICS
 
 
-def default_metric(num_classes: int) -> str:
-    """``roc_auc`` for a binary task, ``accuracy`` otherwise."""
-    return "roc_auc" if num_classes == 2 else "accuracy"
+def default_metric(task: str | int) -> str:
+    """``roc_auc`` for a binary task, ``f1_micro`` for a multi-label one, ``accuracy``
+    otherwise; ``task`` may be a number of classes (2: binary)."""
+    if isinstance(task, int | np.integer):
+        task = "binary" if task == 2 else "multiclass"
+    return {"binary": "roc_auc", "multilabel": "f1_micro"}.get(task, "accuracy")
 
 
 def score(
@@ -110,4 +149,6 @@ def score(
     labels = np.asarray(labels, dtype=np.int64)
     if prob.ndim != 2 or prob.shape[0] != labels.shape[0]:
         raise ValueError(f"probabilities {prob.shape} for {labels.shape[0]} labels")
+    if labels.ndim == 2 and labels.shape != prob.shape:
+        raise ValueError(f"probabilities {prob.shape} for a label matrix {labels.shape}")
     return {name: _FUNCTIONS[name](prob, labels) for name in names}

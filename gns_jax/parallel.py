@@ -157,18 +157,17 @@ class DataParallel:
         return np.asarray(multihost_utils.process_allgather(values)).sum(axis=0)
 
 
-def _summed_loss(logits, labels, mask):
-    per_seed = optax.softmax_cross_entropy_with_integer_labels(logits, labels)
-    return jnp.sum(per_seed * mask.astype(per_seed.dtype))
-
-
-def parallel_train_step(state, batch, key_data, *, graphdef, tx):
+def parallel_train_step(state, batch, key_data, *, graphdef, tx, loss=None, task=None):
     """The per-device body of the data-parallel step (under ``shard_map``).
 
     ``batch`` is this device's shard (a leading axis of one); ``key_data`` the run's dropout key
     as raw data. The dropout key of shard ``d`` at step ``t`` is ``fold_in(fold_in(key, t), d)``.
-    Returns the new (replicated) state and ``{"loss", "correct", "count"}`` over the whole batch.
+    ``loss`` and ``task`` as :func:`gns_jax.step.train_step`. Returns the new (replicated) state
+    and ``{"loss", "correct", "count"}`` over the whole batch.
     """
+    from gns_jax.tasks import Task, softmax_loss
+
+    loss, task = loss or softmax_loss, task or Task("multiclass")
     batch = jax.tree.map(lambda leaf: leaf[0], batch)
     key = jax.random.fold_in(jax.random.wrap_key_data(key_data), state.step)
     key = jax.random.fold_in(key, jax.lax.axis_index(AXIS))
@@ -177,7 +176,8 @@ def parallel_train_step(state, batch, key_data, *, graphdef, tx):
         model = nnx.merge(graphdef, params, state.rest, copy=True)
         logits = model(batch.x, batch.blocks, key=key)
         rest = nnx.state(model, nnx.Not(nnx.Param))
-        return _summed_loss(logits, batch.labels, batch.seed_mask), (logits, rest)
+        per_seed = loss(logits, batch.labels)
+        return jnp.sum(per_seed * batch.seed_mask.astype(per_seed.dtype)), (logits, rest)
 
     # The parameters enter replicated (invariant over the mesh axis) and the summed loss
     # varies over it, so under shard_map's varying-axes checking the gradient with respect to
@@ -190,12 +190,12 @@ def parallel_train_step(state, batch, key_data, *, graphdef, tx):
     count = jax.lax.psum(jnp.sum(batch.seed_mask).astype(jnp.float32), AXIS)
     scale = 1.0 / jnp.maximum(count, 1.0)
     grads = jax.tree.map(lambda g: g * scale, grads)
-    loss = jax.lax.psum(total, AXIS) * scale
+    mean_loss = jax.lax.psum(total, AXIS) * scale
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    correct = jnp.sum((jnp.argmax(logits, -1) == batch.labels) & batch.seed_mask)
+    correct = jnp.sum(task.correct(logits, batch.labels) & batch.seed_mask)
     metrics = {
-        "loss": loss,
+        "loss": mean_loss,
         "correct": jax.lax.psum(correct, AXIS),
         "count": count.astype(jnp.int32),
     }
@@ -210,11 +210,17 @@ def _replicated(leaf: jax.Array) -> jax.Array:
 
 
 def make_parallel_train_step(
-    graphdef, tx, parallel: DataParallel, counter: CompileCounter | None = None
+    graphdef,
+    tx,
+    parallel: DataParallel,
+    counter: CompileCounter | None = None,
+    *,
+    loss=None,
+    task=None,
 ):
     """The jitted data-parallel step: ``(state, global batch, key_data) -> (state, metrics)``,
     with the replicated state donated; traces counted by ``counter``."""
-    body = functools.partial(parallel_train_step, graphdef=graphdef, tx=tx)
+    body = functools.partial(parallel_train_step, graphdef=graphdef, tx=tx, loss=loss, task=task)
     fn = jax.shard_map(body, mesh=parallel.mesh, in_specs=(P(), P(AXIS), P()), out_specs=(P(), P()))
     if counter is not None:
         fn = counter.wrap(fn)

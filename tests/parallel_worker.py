@@ -82,7 +82,8 @@ def _defective_step(graphdef, tx, parallel, defect: str):
     ``psum_twice`` (an explicit psum of gradients that shard_map already summed)."""
     from jax.sharding import PartitionSpec as P
 
-    from gns_jax.train import TrainState, _masked_loss
+    from gns_jax.tasks import masked_mean, softmax_loss
+    from gns_jax.train import TrainState
 
     def body(state, batch, key_data):
         batch = jax.tree.map(lambda leaf: leaf[0], batch)
@@ -92,7 +93,8 @@ def _defective_step(graphdef, tx, parallel, defect: str):
             model = nnx.merge(graphdef, params, state.rest)
             logits = model(batch.x, batch.blocks, key=key)
             if defect == "mean_of_means":
-                return _masked_loss(logits, batch.labels, batch.seed_mask) / parallel.shards
+                per_seed = softmax_loss(logits, batch.labels)
+                return masked_mean(per_seed, batch.seed_mask) / parallel.shards
             per_seed = optax.softmax_cross_entropy_with_integer_labels(logits, batch.labels)
             return jnp.sum(per_seed * batch.seed_mask)
 

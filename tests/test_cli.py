@@ -76,6 +76,8 @@ def test_train_writes_the_json_contract(trained_run):
         (["--eval-fanouts", "5"], "--eval-fanouts"),  # one per layer
         (["--resume"], "--resume"),  # without --checkpoint-dir
         (["--input-fanout", "2,10"], "--input-fanout"),  # HT weights need min 0
+        (["--task", "binary"], "--task: binary needs two classes"),  # three here
+        (["--task", "regression"], "--task"),
     ],
 )
 def test_bad_options_fail_before_training(args, message, capsys):

@@ -1,0 +1,215 @@
+"""The train state and the pure, jitted train step; :class:`Stepper` runs it batch after batch.
+
+Device side: :func:`train_step` is pure (``state, batch, key -> state, metrics``) over the
+functional split of a Flax NNX model (``nnx.split`` once, ``nnx.merge`` inside jit), so it can be
+jitted, differentiated and called eagerly in tests. It trains any NNX module called as
+``model(x, blocks, *, key=None)`` that returns the seed slots' logits (:mod:`gns_jax.models`);
+every variable of the model (parameters, batch statistics, ``nnx.Rngs`` streams) goes in and
+comes back. The loss is the task's (:mod:`gns_jax.tasks`) or the user's: one value a seed slot,
+averaged over the real seeds. The dropout key of step ``t`` is ``fold_in(key, t)``.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from gns_jax.evaluate import in_eval_mode
+from gns_jax.instrument import CompileCounter
+from gns_jax.loader import DeviceBatch
+from gns_jax.parallel import DataParallel, make_parallel_train_step
+from gns_jax.tasks import LossFn, Task, masked_mean, softmax_loss
+
+__all__ = [
+    "Stepper",
+    "TrainState",
+    "eval_graphdef",
+    "init_state",
+    "make_train_step",
+    "model_of",
+    "train_step",
+]
+
+
+class TrainState(NamedTuple):
+    """Everything that changes during training; a pytree.
+
+    Attributes:
+      params: the model's ``nnx.Param`` variables (what the optimiser updates).
+      opt_state: the optimiser's state.
+      step: int32 scalar, optimiser steps taken.
+      rest: the model's other variables (none for GraphSAGE): batch statistics, the counters and
+        keys of ``nnx.Rngs`` streams, ...; what the model's call leaves in them is carried to
+        the next step.
+    """
+
+    params: nnx.State
+    opt_state: optax.OptState
+    step: jax.Array
+    rest: nnx.State
+
+
+def init_state(
+    model: nnx.Module, tx: optax.GradientTransformation
+) -> tuple[nnx.GraphDef, TrainState]:
+    """Splits ``model`` into its static graph definition and the initial :class:`TrainState`.
+
+    The model is put in training mode first (``model.train()``: dropout on, batch statistics
+    computed and updated); :func:`eval_graphdef` gives the same model in evaluation mode."""
+    model.train()
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    # Copies: the jitted step donates the state, which must not free the model's own arrays.
+    params, rest = jax.tree.map(jnp.copy, (params, rest))
+    with jax.transfer_guard_host_to_device("allow"):
+        return graphdef, TrainState(params, tx.init(params), jnp.zeros((), jnp.int32), rest)
+
+
+def model_of(graphdef: nnx.GraphDef, state: TrainState, params: nnx.State | None = None):
+    """The NNX module of ``state`` (with ``params`` instead of its own, if given), in
+    evaluation mode (``model.eval()``: no dropout, running batch statistics)."""
+    model = nnx.merge(graphdef, state.params if params is None else params, state.rest)
+    model.eval()
+    return model
+
+
+def eval_graphdef(graphdef: nnx.GraphDef, state: TrainState) -> nnx.GraphDef:
+    """The graph definition of the training model ``graphdef`` in evaluation mode (the modes
+    are static attributes: another graph definition, traced once)."""
+    return in_eval_mode(graphdef, (state.params, state.rest))
+
+
+def _new_rest(model: nnx.Module) -> nnx.State:
+    """What a call left in the model's variables other than its parameters."""
+    return nnx.state(model, nnx.Not(nnx.Param))
+
+
+def train_step(
+    state: TrainState,
+    batch: DeviceBatch,
+    key: jax.Array,
+    *,
+    graphdef: nnx.GraphDef,
+    tx: optax.GradientTransformation,
+    loss: LossFn = softmax_loss,
+    task: Task | None = None,
+) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One optimiser step on a sampled batch. Pure: no host I/O, no Python-side state.
+
+    Args:
+      batch: the loader's device arrays (input features, blocks, seed labels and mask).
+      key: the run's dropout key; the step number is folded in.
+      loss: one loss a seed slot from ``(logits, labels)`` (:mod:`gns_jax.tasks`); averaged
+        over the real seeds.
+      task: decides what ``correct`` counts (default: multi-class).
+
+    Returns the new state and ``{"loss", "correct", "count"}`` (mean loss over the real seeds,
+    correctly predicted seeds, real seeds).
+    """
+    key = jax.random.fold_in(key, state.step)
+    task = task or Task("multiclass")
+
+    def loss_fn(params):
+        model = nnx.merge(graphdef, params, state.rest, copy=True)
+        logits = model(batch.x, batch.blocks, key=key)
+        value = masked_mean(loss(logits, batch.labels), batch.seed_mask)
+        return value, (logits, _new_rest(model))
+
+    (value, (logits, rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    correct = jnp.sum(task.correct(logits, batch.labels) & batch.seed_mask)
+    metrics = {"loss": value, "correct": correct, "count": jnp.sum(batch.seed_mask)}
+    return TrainState(params, opt_state, state.step + 1, rest), metrics
+
+
+def make_train_step(
+    graphdef,
+    tx,
+    counter: CompileCounter | None = None,
+    *,
+    loss: LossFn = softmax_loss,
+    task: Task | None = None,
+):
+    """``jax.jit`` of :func:`train_step` with the state donated; traces counted by ``counter``."""
+    fn = functools.partial(train_step, graphdef=graphdef, tx=tx, loss=loss, task=task)
+    if counter is not None:
+        fn = counter.wrap(fn)
+    return jax.jit(fn, donate_argnums=0)
+
+
+class Stepper:
+    """The jitted step of a run, on one device or data-parallel, with its compile count and
+    the time it waits for batches and spends stepping.
+
+    Args:
+      graphdef, tx: the model's graph definition and the optimiser.
+      parallel: data parallelism over devices, or None.
+      key: the run's dropout key.
+      loss, task: as :func:`train_step`.
+    """
+
+    def __init__(
+        self,
+        graphdef: nnx.GraphDef,
+        tx: optax.GradientTransformation,
+        parallel: DataParallel | None,
+        key: jax.Array,
+        *,
+        loss: LossFn,
+        task: Task,
+    ):
+        self.counter = CompileCounter()
+        self.parallel = parallel
+        if parallel is None:
+            self._step = make_train_step(graphdef, tx, self.counter, loss=loss, task=task)
+            self._key = key
+        else:
+            self._step = make_parallel_train_step(
+                graphdef, tx, parallel, self.counter, loss=loss, task=task
+            )
+            self._key = parallel.replicate(jax.random.key_data(key))
+        self.reset_timing()
+
+    def reset_timing(self) -> None:
+        """Starts the wait/step averages afresh (after the first epoch's compilation)."""
+        self.batches, self.wait_s, self.step_s = 0, 0.0, 0.0
+
+    def local(self, tree):
+        """One device's copy of a replicated tree (the tree itself on one device)."""
+        return tree if self.parallel is None else self.parallel.local(tree)
+
+    def replicate(self, tree):
+        return tree if self.parallel is None else self.parallel.replicate(tree)
+
+    def __call__(self, state: TrainState, batches, log) -> tuple[TrainState, object, np.float32]:
+        """Takes the next batch of ``batches`` and steps on it; returns the new state, the
+        batch and its loss (a host float32). ``log`` hears of a compilation."""
+        t0 = time.perf_counter()
+        batch = next(batches)
+        t1 = time.perf_counter()
+        before = self.counter.count
+        state, metrics = self._step(state, batch.inputs, self._key)
+        jax.block_until_ready(state)
+        t2 = time.perf_counter()
+        if self.counter.count != before:
+            log(f"compiled the train step in {t2 - t1:.1f}s")
+        self.wait_s += t1 - t0
+        self.step_s += t2 - t1
+        self.batches += 1
+        return state, batch, np.float32(jax.device_get(self.local(metrics["loss"])))
+
+    def timing(self) -> dict[str, float]:
+        """The mean wait for a batch and step time, and the share of waiting."""
+        n = max(self.batches, 1)
+        return {
+            "wait": self.wait_s / n,
+            "step": self.step_s / n,
+            "wait_fraction": self.wait_s / max(self.wait_s + self.step_s, 1e-12),
+        }
