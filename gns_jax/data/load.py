@@ -10,8 +10,6 @@ import dataclasses
 import os
 from pathlib import Path
 
-import numpy as np
-
 from gns_jax.data import formats, ondisk, saint
 from gns_jax.data.dataset import Dataset
 from gns_jax.data.synthetic import parse_synthetic, spec_rng, synthetic
@@ -35,9 +33,15 @@ REGISTRY: dict[str, tuple[str, str, str | None]] = {
 
 
 def default_data_dir() -> Path:
-    """``$GNS_JAX_DATA`` if set, else the repository's ``data/`` next to the package."""
+    """Where the registered datasets are read from: ``$GNS_JAX_DATA`` if set; else the shipped
+    copies, installed with the package as ``gns_jax/datasets/`` (a wheel), or the checkout's
+    ``data/`` next to the package (an editable install)."""
     env = os.environ.get("GNS_JAX_DATA")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "data"
+    if env:
+        return Path(env)
+    package = Path(__file__).resolve().parents[1]
+    installed = package / "datasets"
+    return installed if installed.is_dir() else package.parent / "data"
 
 
 def load_dataset(
