@@ -391,19 +391,19 @@ def run_train(args: argparse.Namespace) -> dict:
         write(metrics)
     if not lead:
         return metrics
-    best = metrics["best_epoch"]
+    best, m = metrics["best_epoch"], metrics["metric"]
+
+    def value(key: str) -> str:
+        return "-" if metrics.get(key) is None else f"{metrics[key]:.4f}"
+
     print(
-        f"{dataset.name} {config.sampler} seed {config.seed}: test accuracy "
+        f"{dataset.name} {config.sampler} seed {config.seed}: "
         + (
             "not evaluated"
             if best is None
-            else f"{metrics['test_accuracy']:.4f} (best validation {metrics['val_accuracy']:.4f} "
-            f"at epoch {best})"
-            + (
-                f", test {m} {metrics[f'test_{m}']:.4f} (the metric that picked it)"
-                if (m := metrics["metric"]) != "accuracy" and metrics.get(f"test_{m}") is not None
-                else ""
-            )
+            else f"test {m} {value(f'test_{m}')} (best validation {m} {value(f'val_{m}')} at "
+            f"epoch {best})"
+            + (f", test accuracy {value('test_accuracy')}" if m != "accuracy" else "")
         )
         + f", epoch {metrics['epoch_time_s']:.3f}s, "
         f"{metrics['h2d_rows_per_batch']:,.0f} rows host->device per batch"

@@ -303,7 +303,7 @@ class TrainConfig:
     )
     data_dir: str | None = _option(
         None,
-        "folder of the registered datasets (unset: $GNS_JAX_DATA, else the checkout's data/)",
+        "folder of the registered datasets (unset: $GNS_JAX_DATA, else the shipped copies)",
         "data",
         metavar="DIR",
     )
