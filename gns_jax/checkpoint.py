@@ -24,9 +24,14 @@ clear error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
+import shutil
+import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from gns_jax.errors import ConfigError
+from gns_jax.errors import CheckpointError, ConfigError
 
 __all__ = [
     "FORMAT",
@@ -109,6 +114,33 @@ def _quiet_orbax():
     return ocp
 
 
+@contextlib.contextmanager
+def _failures_unlogged():
+    """While a checkpoint is written: orbax's worker threads neither log nor print the failures
+    that :meth:`Checkpointer.save` reports itself, in one line."""
+    loggers = [logging.getLogger(name) for name in ("absl", "orbax")]
+    levels = [logger.level for logger in loggers]
+    hooks = threading.excepthook, sys.unraisablehook
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
+    threading.excepthook = sys.unraisablehook = lambda args: None
+    try:
+        yield
+    finally:
+        threading.excepthook, sys.unraisablehook = hooks
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+def _causes(error: BaseException):
+    """``error`` and the exceptions it was raised from or during."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
 class Checkpointer:
     """Saves and restores the checkpoints of one run in ``directory``.
 
@@ -145,14 +177,27 @@ class Checkpointer:
         record = {"format": FORMAT, "version": VERSION, **record, "digest": digest(arrays)}
         for newer in [s for s in self.steps() if s >= step]:  # unreadable ones a resume skipped
             self._manager.delete(newer)
-        self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                arrays=ocp.args.StandardSave(storable(arrays)), record=ocp.args.JsonSave(record)
-            ),
-            force=True,
-        )
-        self._manager.wait_until_finished()
+        before = set(os.listdir(self.directory))
+        try:
+            with _failures_unlogged():
+                self._manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        arrays=ocp.args.StandardSave(storable(arrays)),
+                        record=ocp.args.JsonSave(record),
+                    ),
+                    force=True,
+                )
+                self._manager.wait_until_finished()
+        except Exception as e:  # noqa: BLE001 - disk full, file-size limit, ...: any write failure
+            for name in set(os.listdir(self.directory)) - before:  # the partial checkpoint
+                shutil.rmtree(self.directory / name, ignore_errors=True)
+            cause = next((c for c in _causes(e) if isinstance(c, OSError)), e)
+            reason = getattr(cause, "strerror", None) or str(cause).splitlines()[0][:120]
+            raise CheckpointError(
+                f"{self.directory}: cannot write checkpoint {step} ({reason}); the folder keeps "
+                f"its last complete checkpoints ({', '.join(map(str, self.steps())) or 'none'})"
+            ) from None
 
     def read_record(self, step: int) -> dict:
         """The JSON record of checkpoint ``step`` (raises on a missing or corrupt one)."""

@@ -9,7 +9,7 @@ names the matching flag.
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DatasetError", "GnsJaxError", "GraphError"]
+__all__ = ["CheckpointError", "ConfigError", "DatasetError", "GnsJaxError", "GraphError"]
 
 
 class GnsJaxError(ValueError):
@@ -31,6 +31,11 @@ class GraphError(GnsJaxError):
 
 class DatasetError(GnsJaxError):
     """A missing, truncated or corrupt dataset file, or invalid features, labels or splits."""
+
+
+class CheckpointError(GnsJaxError):
+    """A checkpoint that could not be written (disk full, a file-size limit, permissions); the
+    folder keeps its last complete checkpoints and nothing partial."""
 
 
 class ConfigError(GnsJaxError):

@@ -31,7 +31,9 @@ from gns_jax.sampling.nodewise import NodeWiseSampler
 from gns_jax.tasks import Task
 
 __all__ = [
+    "available_memory",
     "batch_size",
+    "check_memory",
     "eval_fanouts",
     "feature_norm",
     "make_evaluator",
@@ -182,3 +184,70 @@ def make_evaluator(
         log=log,
         task=task,
     )
+
+
+def available_memory(device: jax.Device | None = None) -> tuple[int, str]:
+    """``(bytes, where)``: the memory a run may still allocate on ``device`` (default: the first
+    device): an accelerator's free memory, or for the CPU backend the host's available memory
+    (``MemAvailable``; half of physical memory where it cannot be read)."""
+    device = device or jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), str(device)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, "this machine"
+    except OSError:
+        pass
+    from gns_jax.data.dataset import memory_budget
+
+    return memory_budget(), "this machine"
+
+
+def check_memory(
+    dataset: Dataset, config: TrainConfig, sampler: Sampler, model: nnx.Module | None = None
+) -> dict[str, int]:
+    """Estimates, before anything large is allocated, the memory a run needs and raises
+    ConfigError (exit 2) when it exceeds :func:`available_memory`; returns the estimate's parts
+    in bytes.
+
+    Counted: the model's parameters four times (themselves, their gradients, Adam's two moments;
+    GraphSAGE's from ``--hidden`` and the fan-outs' layer count when ``model`` is None), and one
+    batch at the sampler's worst-case budget: its input features, the sampler's per-edge arrays
+    (about six int32 a slot) and, per layer, the gathered messages, sources and outputs of the
+    forward pass kept for the backward one (``--hidden`` wide; ``--budget worst`` trains at that
+    budget, ``auto`` only samples a few batches there, so the layers count at the seeds' size).
+    A lower bound: what it refuses cannot run; XLA's temporaries come on top."""
+    hidden = [config.hidden] * (len(config.fanouts) - 1)
+    dims = (dataset.num_features, *hidden, dataset.num_classes)
+    if model is None:  # GraphSAGE: two kernels and a bias a layer
+        params = sum(2 * a * b + b for a, b in zip(dims[:-1], dims[1:]))
+    else:
+        params = sum(int(v.size) for v in jax.tree.leaves(nnx.state(model, nnx.Param)))
+    budget = sampler.budget
+    parts = {"model and optimiser": 4 * 4 * params}
+    parts["input features"] = 4 * int(budget.max_src[0]) * dataset.num_features
+    parts["sampler"] = 6 * 4 * sum(int(e) for e in budget.max_edges)
+    layers = 0
+    for layer, (d_in, d_out) in enumerate(zip(dims[:-1], dims[1:])):
+        if config.budget == "worst":
+            edges, src, dst = budget.max_edges[layer], budget.max_src[layer], budget.max_dst[layer]
+        else:
+            edges = src = dst = budget.max_seeds
+        layers += 2 * 4 * (int(edges) * d_in + int(src) * d_in + int(dst) * d_out)
+    parts["activations"] = layers
+    need = sum(parts.values())
+    have, where = available_memory()
+    if need > have:
+        largest = max(parts, key=parts.get)
+        option = "hidden" if largest in ("model and optimiser", "activations") else "fanouts"
+        shown = ", ".join(f"{k} {v / 2**30:,.1f}" for k, v in parts.items() if v >= 2**26)
+        raise ConfigError(
+            option,
+            f"this run needs at least {need / 2**30:,.1f} GiB ({shown} GiB), more than the "
+            f"{have / 2**30:,.1f} GiB {where} has available",
+        )
+    return parts

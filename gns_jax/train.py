@@ -30,6 +30,7 @@ from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.evaluate import Evaluator, resolve_eval_mode
 from gns_jax.factories import (
+    check_memory,
     eval_fanouts,
     feature_norm,
     make_evaluator,
@@ -130,6 +131,7 @@ def fit(
     parallel = make_parallel(config)
     features = prepare_features(dataset, config)
     sampler = make_sampler(dataset, config)
+    check_memory(dataset, config, sampler, model)  # before the model, the cache, the batches
     meter = TransferMeter(page_cache=io_meter.page_cache)  # the gathers' mapped reads counted
     loader = make_loader(dataset, config, sampler, features, meter, reporter.line, parallel)
     tx = make_optimizer(config) if optimizer is None else optimizer

@@ -84,6 +84,15 @@ def check_fanouts(fanouts, batch_size: int) -> tuple[int, ...]:
     return fanouts
 
 
+def cap_fanouts(fanouts: tuple[int, ...], graph) -> tuple[int, ...]:
+    """``fanouts`` with each capped at the graph's largest degree (at least 1): a node has no
+    more neighbours to draw, so uniform draws of ``min(k, d_v)`` neighbours are the same, while
+    the static shapes (``[destinations, k]`` per layer) and the worst-case budget stop growing
+    with ``k`` (``--fanouts 100000,100000`` would otherwise allocate for 10^10 edges)."""
+    largest = int(np.max(graph.degrees(), initial=0))
+    return tuple(min(int(f), max(largest, 1)) for f in fanouts)
+
+
 def pad_seeds(seeds: np.ndarray, budget: Budget) -> np.ndarray:
     """Host-side: pads ``seeds`` to ``budget.max_seeds`` with -1 (the last slot stays a dummy).
 

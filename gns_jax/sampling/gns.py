@@ -50,7 +50,7 @@ from gns_jax.cache import DeviceCache
 from gns_jax.config import WEIGHT_CLIP, WEIGHTS, check_estimator
 from gns_jax.errors import ConfigError
 from gns_jax.graph import CSRGraph
-from gns_jax.sampling.base import JittedSampler, check_fanouts
+from gns_jax.sampling.base import JittedSampler, cap_fanouts, check_fanouts
 from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 from gns_jax.sampling.nodewise import DeviceTopology, expand_layer, make_block
@@ -340,7 +340,9 @@ class GNSSampler(JittedSampler):
         weight_clip: float = WEIGHT_CLIP,
         device: jax.Device | None = None,
     ):
-        self.fanouts = check_fanouts(fanouts, batch_size)
+        # the upper layers' fan-outs capped at the largest degree (the input layer's is
+        # input_fanout's)
+        self.fanouts = cap_fanouts(check_fanouts(fanouts, batch_size), graph)
         widths = tuple(reversed(self.fanouts))  # block order: input layer first
         lo, hi = check_estimator(weights, input_fanout)
         if not weight_clip > 0:

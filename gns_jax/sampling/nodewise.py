@@ -27,7 +27,7 @@ import numpy as np
 from gns_jax import flat_random
 from gns_jax.errors import GraphError
 from gns_jax.graph import CSRGraph
-from gns_jax.sampling.base import JittedSampler, check_fanouts
+from gns_jax.sampling.base import JittedSampler, cap_fanouts, check_fanouts
 from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 
@@ -46,7 +46,7 @@ class DeviceTopology(NamedTuple):
 
     Attributes:
       indptr: int32 ``[num_nodes + 1]``.
-      indices: int32 ``[num_edges]``.
+      indices: int32 ``[num_edges]`` (``[1]``, unused, for a graph without edges).
     """
 
     indptr: jax.Array
@@ -72,7 +72,10 @@ class DeviceTopology(NamedTuple):
             )
         # No host copy of the indices when they are int32 already (a saved folder maps them):
         # the device's copy is the only one.
-        arrays = (graph.indptr.astype(np.int32), np.asarray(graph.indices, dtype=np.int32))
+        indices = np.asarray(graph.indices, dtype=np.int32)
+        if not indices.size:  # no edge at all: one unused entry keeps every gather in range
+            indices = np.zeros(1, np.int32)
+        arrays = (graph.indptr.astype(np.int32), indices)
         made = cls(*jax.device_put(arrays, device))
         _TOPOLOGIES[key] = made
         weakref.finalize(graph, _TOPOLOGIES.pop, key, None)
@@ -292,7 +295,7 @@ class NodeWiseSampler(JittedSampler):
         budget: Budget | None = None,
         device: jax.Device | None = None,
     ):
-        self.fanouts = check_fanouts(fanouts, batch_size)
+        self.fanouts = cap_fanouts(check_fanouts(fanouts, batch_size), graph)
         self.batch_size = int(batch_size)
         self._widths = tuple(reversed(self.fanouts))  # input layer first, as blocks are stored
         self.budget = budget or Budget.worst_case(self.batch_size, self._widths, graph.num_nodes)
