@@ -6,11 +6,13 @@
 # make notebooks : rebuild notebooks/*.ipynb from notebooks/src/*.py, outputs included
 # make theory : the numerical checks of gns_jax/theory/ in the report setting; rewrites its
 #               README.md and figures/, and its run's JSON (full-run.json.xz)
-# make peers  : optional peer environment .venv-peers (CPU PyTorch, PyG, torch-sparse from source)
-#               for experiments/bench_epoch.py --pyg; never part of make test (about 15 min)
+# make peers  : optional peer environments for experiments/bench_epoch.py, never part of make test:
+#               .venv-peers (CPU PyTorch, PyG, torch-sparse from source; about 15 min) for --pyg,
+#               .venv-dgl (DGL 2.1.0, torch 2.1.2, NumPy 1; no gns-jax; about 2 min) for --dgl
 PYTHON ?= python3
 TORCH_INDEX ?=  # e.g. https://download.pytorch.org/whl/cpu where no CPU torch wheel is local
 PEERS  := .venv-peers
+DGL    := .venv-dgl
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
@@ -51,7 +53,7 @@ theory: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,theory]'
 	$(BIN)/python -m gns_jax.theory --full --json gns_jax/theory/full-run.json.xz
 
-peers: $(PEERS)/.installed
+peers: $(PEERS)/.installed $(DGL)/.installed
 
 $(PEERS)/.installed: pyproject.toml
 	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
@@ -64,9 +66,24 @@ $(PEERS)/.installed: pyproject.toml
 	$(PEERS)/bin/python -m pip install --quiet -e .
 	touch $@
 
+# DGL 2.1 builds against torch < 2.3, which needs NumPy 1 and this project's JAX needs NumPy 2: so
+# DGL has a venv of its own, without gns-jax; experiments/dgl_side.py runs in it as a subprocess.
+# dgl 2.1.0 imports pandas, yaml and pydantic (graphbolt) though its wheel does not require them.
+# PyPI's torch 2.1.2 for Linux is the CUDA build (about 2.5 GB of nvidia-* wheels; it runs on a
+# CPU); TORCH_INDEX=https://download.pytorch.org/whl/cpu gets the CPU-only 2.1.2+cpu instead.
+$(DGL)/.installed:
+	test -x $(DGL)/bin/python || $(PYTHON) -m venv $(DGL)
+	$(DGL)/bin/python -m pip install --quiet --upgrade pip
+	$(DGL)/bin/python -m pip install --quiet torch==2.1.2 torchdata==0.7.1 dgl==2.1.0 'numpy<2' \
+		pandas==3.0.6 pyyaml==6.0.4 pydantic==2.14.4 \
+		$(if $(strip $(TORCH_INDEX)),--extra-index-url $(TORCH_INDEX))
+	DGLBACKEND=pytorch $(DGL)/bin/python -c \
+		'import dgl, dgl.dataloading, dgl.nn; dgl.dataloading.NeighborSampler; dgl.nn.SAGEConv'
+	touch $@
+
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) $(PEERS) .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(PEERS) $(DGL) .pytest_cache .ruff_cache *.egg-info

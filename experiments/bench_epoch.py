@@ -16,6 +16,16 @@ torch-sparse) it also times, on the same graph: PyG's ``NeighborLoader`` with th
 and batch size (batches per second, feature slicing included) against our NS sampler plus its
 feature gather; and a PyG ``GraphSAGE`` training epoch of the same size against ours.
 
+With ``--dgl`` it also times DGL 2.1 on the same saved folder (a ``--dataset`` that is not one is
+saved to a temporary folder first), fan-outs, batch size and seed batches, through
+``experiments/dgl_side.py`` run by ``.venv-dgl/bin/python`` (``make peers``; DGL needs torch < 2.3
+and NumPy 1, so it has a venv of its own and never imports gns_jax): per batch DGL's
+``NeighborSampler.sample_blocks`` and ``x.index_select`` (its input side), and a training batch of
+a GraphSAGE of ``dgl.nn.SAGEConv`` layers, one a fan-out. DGL runs before and after our
+measurements (both runs reported, with their mean); our NS's and GNS's input side (sample,
+gather, h2d) is timed in line the same way, once after each DGL run, with torch and DGL on as
+many threads as JAX has cores.
+
     python -m experiments.bench_epoch --dataset PATH_OR_SPEC --batches 20 --rounds 3 \\
         --out experiments/results/bench_epoch
 
@@ -27,7 +37,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +48,8 @@ import jax
 import numpy as np
 
 from gns_jax.data import load_dataset
+from gns_jax.data.ondisk import save_dataset
+from gns_jax.factories import make_loader, make_sampler, prepare_features
 from gns_jax.features import FeatureLoader
 from gns_jax.hostmem import keep_freed_memory
 from gns_jax.instrument import TransferMeter, environment, peak_rss_gib, reset_peak_rss
@@ -73,7 +88,8 @@ def configurations(args) -> dict[str, TrainConfig]:
     return configs
 
 
-def bench_ours(dataset, args) -> dict:
+def timed_subset(dataset, args):
+    """The dataset with ``--batches`` x ``--batch-size`` training nodes: one timed epoch."""
     rng = np.random.default_rng([args.seed, 11])
     need = args.batches * args.batch_size
     if need > dataset.train_idx.size:
@@ -81,9 +97,13 @@ def bench_ours(dataset, args) -> dict:
             f"--batches {args.batches} x --batch-size {args.batch_size} = {need} seeds, but the "
             f"training split has {dataset.train_idx.size}"
         )
-    subset = dataclasses.replace(
+    return dataclasses.replace(
         dataset, train_idx=np.sort(rng.choice(dataset.train_idx, need, replace=False))
     )
+
+
+def bench_ours(dataset, args) -> dict:
+    subset = timed_subset(dataset, args)
     epoch_batches = -(-dataset.train_idx.size // args.batch_size)
     configs = configurations(args)
     runs = {name: [] for name in configs}
@@ -251,6 +271,212 @@ def bench_pyg(dataset, args, ours: dict) -> dict:
     )
 
 
+DGL_PYTHON = Path(__file__).resolve().parents[1] / ".venv-dgl" / "bin" / "python"
+DGL_SIDE = Path(__file__).resolve().with_name("dgl_side.py")
+INPUT_PHASES = ("sample", "gather", "h2d")
+
+
+def threads() -> int:
+    """The cores this process may run on: what JAX's CPU backend and our gathers use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def check_dgl_python(args) -> None:
+    if not args.dgl_python.is_file():
+        raise SystemExit(
+            f"--dgl: {args.dgl_python} not found; run `make peers` (it builds .venv-dgl with DGL "
+            "2.1.0 and torch 2.1.2), or point --dgl-python at such an interpreter"
+        )
+
+
+def dgl_folder(dataset, args, scratch: Path) -> Path:
+    """The saved folder DGL reads: ``--dataset`` when it is one, else a copy in ``scratch``."""
+    given = Path(args.dataset)
+    if given.is_dir() and (given / "meta.json").is_file():
+        return given
+    folder = scratch / "dataset"
+    start = time.perf_counter()
+    save_dataset(dataset, folder)
+    print(
+        f"--dgl: saved {dataset.name} to {folder} in {time.perf_counter() - start:.1f}s",
+        file=sys.stderr,
+    )
+    return folder
+
+
+def inline_config(args, name: str) -> TrainConfig:
+    """The training configuration ``name`` (NS or GNS), in line (no prefetch thread), seed 0."""
+    config = configurations(args)[name]
+    return dataclasses.replace(config, prefetch=0, seed=0)
+
+
+def dgl_seeds(subset, args) -> np.ndarray:
+    """The seed batches of the timed epoch (the second) of our in-line loaders: [batches, B]."""
+    name = next(iter(configurations(args)))
+    config = inline_config(args, name)
+    loader = make_loader(subset, config, make_sampler(subset, config), subset.features)
+    order = loader.order(1)
+    return order[: args.batches * args.batch_size].reshape(args.batches, args.batch_size)
+
+
+def input_side_inline(subset, args) -> dict:
+    """Our input side in line, as DGL's is timed: per configuration (NS and the first GNS),
+    seconds per batch of ``sample``, ``gather`` and ``h2d`` over the second epoch of a loader
+    without a prefetch thread or a train step. Two epochs first calibrate the budget, draw GNS's
+    cache and compile every shape; the second epoch (the seed batches DGL gets) is then run
+    again and timed, so that no compilation (a new row bucket in the gather) is timed."""
+    names = list(configurations(args))
+    chosen = [names[0]] + [n for n in names if n.startswith("GNS")][:1]
+    out = {}
+    for name in chosen:
+        config = inline_config(args, name)
+        loader = make_loader(
+            subset,
+            config,
+            make_sampler(subset, config),
+            prepare_features(subset, config),
+            TransferMeter(),
+        )
+        for _ in loader.batches(0, 2):  # calibrates, draws the cache, compiles
+            pass
+        inputs = 0
+        for batch in loader.batches(1, 2):  # the second epoch again: its shapes are compiled
+            inputs += batch.num_inputs
+        seconds = loader.watch.seconds
+        split = {k: seconds.get(k, 0.0) / max(loader.timed_batches, 1) for k in INPUT_PHASES}
+        out[name] = dict(split=split, input_nodes=inputs / max(loader.timed_batches, 1))
+        print(
+            f"in line {name:>10}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in split.items()),
+            file=sys.stderr,
+            flush=True,
+        )
+    return out
+
+
+def run_dgl(folder: Path, seeds_file: Path, args) -> dict:
+    """One run of experiments/dgl_side.py in .venv-dgl; its JSON."""
+    n = threads()
+    env = dict(os.environ, DGLBACKEND="pytorch", OMP_NUM_THREADS=str(n))
+    env.pop("PYTHONPATH", None)  # nothing of this venv's
+    command = [
+        str(args.dgl_python),
+        str(DGL_SIDE),
+        "--dataset",
+        str(folder),
+        "--seeds",
+        str(seeds_file),
+        "--fanouts",
+        ",".join(map(str, args.fanouts)),
+        "--hidden",
+        str(args.hidden),
+        "--threads",
+        str(n),
+        "--seed",
+        str(args.seed),
+    ]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise SystemExit(f"--dgl: cannot run {args.dgl_python} ({e}); run `make peers`") from None
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+        raise SystemExit(
+            f"--dgl: {DGL_SIDE.name} failed (exit {done.returncode}) under {args.dgl_python}; "
+            f"is .venv-dgl complete? run `make peers`. Its stderr ended:\n{tail}"
+        )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["wall_s"] = time.perf_counter() - start
+    print(
+        f"DGL {result['dgl']}: sample {result['sample_ms']:.1f} ms, gather "
+        f"{result['gather_ms']:.1f} ms, {result['input_batches_per_s']:.2f} input batches/s, "
+        f"training batch {result['train_batch_s']:.3f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return result
+
+
+def dgl_summary(dgl_runs: list[dict], inline: list[dict], ours: dict) -> dict:
+    """DGL's runs, our in-line input sides, and the ratios (> 1: gns-jax is faster)."""
+
+    def mean(xs):
+        return float(np.mean(xs))
+
+    dgl = {
+        k: mean([r[k] for r in dgl_runs])
+        for k in ("sample_ms", "gather_ms", "input_ms", "train_batch_s", "train_step_ms")
+    }
+    dgl["input_batches_per_s"] = 1e3 / dgl["input_ms"]
+    dgl["input_nodes"] = mean([r["input_nodes"] for r in dgl_runs])
+    rows = {r["config"]: r for r in ours["rows"]}
+    configs = {}
+    for name in inline[0]:
+        split = {k: mean([run[name]["split"][k] for run in inline]) for k in INPUT_PHASES}
+        input_s = sum(split.values())
+        train = rows[name]
+        configs[name] = dict(
+            inline_ms={k: 1e3 * v for k, v in split.items()},
+            input_ms=1e3 * input_s,
+            input_batches_per_s=1 / input_s,
+            input_nodes=mean([run[name]["input_nodes"] for run in inline]),
+            training_split_ms={k: 1e3 * v for k, v in train["split"].items()},
+            train_batch_s=train["batch_s"],
+            input_ratio=(1 / input_s) / dgl["input_batches_per_s"],
+            train_ratio=dgl["train_batch_s"] / train["batch_s"],
+        )
+    first = dgl_runs[0]
+    return dict(
+        dgl=first["dgl"],
+        torch=first["torch"],
+        numpy=first["numpy"],
+        threads=first["threads"],
+        fanouts_dgl=first["fanouts_dgl"],
+        runs=dgl_runs,
+        inline_runs=inline,
+        mean=dgl,
+        ours=configs,
+    )
+
+
+def dgl_markdown(d: dict) -> list[str]:
+    m = d["mean"]
+    runs = d["runs"]
+    lines = [
+        "",
+        f"DGL {d['dgl']} (torch {d['torch']}, NumPy {d['numpy']}, {d['threads']} threads; "
+        f"`NeighborSampler({d['fanouts_dgl']})`, the same seed batches) against gns-jax, input "
+        "side in line (sample + gather + h2d, no train step running; DGL's input side is "
+        "sample + gather, its rows stay on the host); DGL ran before and after ours "
+        f"(input side {runs[0]['input_ms']:.1f} and {runs[-1]['input_ms']:.1f} ms, training "
+        f"batch {runs[0]['train_batch_s']:.3f} and {runs[-1]['train_batch_s']:.3f} s), our "
+        "input side after each DGL run; means. Training-split columns: ms per batch in "
+        "training (the input side in its own thread, overlapping the step). Ratios > 1: "
+        "gns-jax faster.",
+        "",
+        "| side | input nodes | sample ms | gather ms | h2d ms | input ms | input batches/s "
+        "| input vs DGL | train: sample / gather / h2d / step ms | training batch s "
+        "| training vs DGL |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| DGL | {m['input_nodes']:,.0f} | {m['sample_ms']:.1f} | {m['gather_ms']:.1f} | - "
+        f"| {m['input_ms']:.1f} | {m['input_batches_per_s']:.2f} | 1.00 "
+        f"| - / - / - / {m['train_step_ms']:.0f} | {m['train_batch_s']:.3f} | 1.00 |",
+    ]
+    for name, c in d["ours"].items():
+        i, t = c["inline_ms"], c["training_split_ms"]
+        lines.append(
+            f"| gns-jax {name} | {c['input_nodes']:,.0f} | {i['sample']:.1f} | {i['gather']:.1f} "
+            f"| {i['h2d']:.1f} | {c['input_ms']:.1f} | {c['input_batches_per_s']:.2f} "
+            f"| {c['input_ratio']:.2f} "
+            f"| {t.get('sample', 0):.0f} / {t.get('gather', 0):.0f} / {t.get('h2d', 0):.0f} / "
+            f"{t.get('step', 0):.0f} | {c['train_batch_s']:.3f} | {c['train_ratio']:.2f} |"
+        )
+    return lines
+
+
 def markdown(result: dict) -> str:
     hw = result["hardware"]
     ours = result["ours"]
@@ -294,6 +520,8 @@ def markdown(result: dict) -> str:
             + ", ".join(f"{k} {v:.1f}x" for k, v in p["gns_train_speedup"].items())
             + ".",
         ]
+    if "dgl" in result:
+        lines += dgl_markdown(result["dgl"])
     return "\n".join(lines) + "\n"
 
 
@@ -322,10 +550,18 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pyg", action="store_true", help="also time PyG (make peers)")
+    parser.add_argument(
+        "--dgl", action="store_true", help="also time DGL in .venv-dgl (make peers)"
+    )
+    parser.add_argument(
+        "--dgl-python", type=Path, default=DGL_PYTHON, help="the interpreter of .venv-dgl"
+    )
     parser.add_argument("--out", type=Path, default=Path("experiments/results/bench_epoch"))
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.batch_size < 1:
         parser.error("--batches, --rounds and --batch-size must be positive")
+    if args.dgl:
+        check_dgl_python(args)  # before anything is measured
     hw = environment()
     print(f"hardware: {json.dumps(hw)}", file=sys.stderr)
     start = time.perf_counter()
@@ -337,11 +573,25 @@ def main(argv=None) -> int:
         num_edges=dataset.graph.num_edges,
         num_features=dataset.num_features,
         args={
-            k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(args).items() if k != "out"
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in vars(args).items()
+            if k not in ("out", "dgl_python")
         },
         hardware=hw,
     )
-    result["ours"] = bench_ours(dataset, args)
+    with tempfile.TemporaryDirectory(prefix="bench_epoch_dgl_") as scratch:
+        if args.dgl:  # DGL, our input side, our training rounds, our input side, DGL again
+            subset = timed_subset(dataset, args)
+            folder = dgl_folder(dataset, args, Path(scratch))
+            seeds_file = Path(scratch) / "seeds.npy"
+            np.save(seeds_file, dgl_seeds(subset, args).astype(np.int64))
+            dgl_runs = [run_dgl(folder, seeds_file, args)]
+            inline = [input_side_inline(subset, args)]
+        result["ours"] = bench_ours(dataset, args)
+        if args.dgl:
+            inline.append(input_side_inline(subset, args))
+            dgl_runs.append(run_dgl(folder, seeds_file, args))
+            result["dgl"] = dgl_summary(dgl_runs, inline, result["ours"])
     if args.pyg:
         result["pyg"] = bench_pyg(dataset, args, result["ours"])
     args.out.mkdir(parents=True, exist_ok=True)
