@@ -113,7 +113,11 @@ class CSRGraph:
         adjacency = sp.csr_matrix((np.ones(e, np.int8), indices, small), shape=(n, n))
         loops = np.flatnonzero(adjacency.diagonal())
         if loops.size:
-            raise GraphError(f"{name}: self-loop at node {int(loops[0])} (none are allowed)")
+            raise GraphError(
+                f"{name}: self-loop at node {int(loops[0])} ({loops.size} in all); a stored graph "
+                "must have none: the edge-list readers drop them, so rebuild it from its edge list "
+                "(gns_jax.graph.from_edges, or gns-jax save from the dataset it came from)"
+            )
         reverse = adjacency.transpose().tocsr()  # rows come out sorted
         if np.array_equal(reverse.indptr, indptr) and np.array_equal(reverse.indices, indices):
             return self

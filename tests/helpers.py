@@ -59,3 +59,19 @@ def concat_sage(dims, seed: int = 0):
             return h
 
     return _ConcatSAGE(dims, rngs=nnx.Rngs(params=jax.random.key(seed)))
+
+
+def gnn_benchmark_npz(adj, attr, labels: np.ndarray) -> dict:
+    """The arrays of a gnn-benchmark ``.npz`` (Amazon Photo's layout): the CSR parts of the
+    adjacency ``adj`` and of the attribute matrix ``attr`` (scipy sparse), and ``labels``."""
+    return dict(
+        adj_data=adj.data,
+        adj_indices=adj.indices,
+        adj_indptr=adj.indptr,
+        adj_shape=np.array(adj.shape),
+        attr_data=attr.data,
+        attr_indices=attr.indices,
+        attr_indptr=attr.indptr,
+        attr_shape=np.array(attr.shape),
+        labels=labels,
+    )

@@ -24,6 +24,7 @@ from gns_jax.data.formats import restricted_unpickle
 from gns_jax.data.ondisk import save_dataset
 from gns_jax.errors import DatasetError, GnsJaxError, GraphError
 from gns_jax.graph import from_edges
+from tests.helpers import gnn_benchmark_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -310,17 +311,7 @@ def gnn_benchmark_arrays(n: int = 120, classes: int = 2) -> dict:
     adj = sp.csr_matrix((np.ones(src.size, np.float32), (src, dst)), shape=(n, n))
     adj.sum_duplicates()
     attr = sp.csr_matrix((rng.random((n, 6)) < 0.3) * rng.integers(1, 4, (n, 6)), dtype=np.float32)
-    return dict(
-        adj_data=adj.data,
-        adj_indices=adj.indices,
-        adj_indptr=adj.indptr,
-        adj_shape=np.array(adj.shape),
-        attr_data=attr.data,
-        attr_indices=attr.indices,
-        attr_indptr=attr.indptr,
-        attr_shape=np.array(attr.shape),
-        labels=np.arange(n) % classes,
-    )
+    return gnn_benchmark_npz(adj, attr, np.arange(n) % classes)
 
 
 def write_gnn_benchmark(path: Path, **changes) -> Path:

@@ -14,10 +14,27 @@ Shared rules for every reader:
   anything above :func:`memory_budget`, half the machine's physical memory; a corrupt size
   becomes a one-line :class:`~gns_jax.errors.DatasetError` instead of a ``MemoryError``. Memory
   maps (the features of a saved folder) are not allocations and are not bounded.
+* **Self-loops**: the readers of edge lists (Planetoid, the ``.npz`` formats, Facebook's csv,
+  OGB, GraphSAINT and GraphSAGE) drop them while symmetrising, as the shipped files' figures in
+  ``data/README.md`` count them, and a saved folder, whose CSR ``gns-jax save`` writes without
+  any, is used as stored and refused if it has one, with the one message of
+  :meth:`~gns_jax.graph.CSRGraph.check_undirected` saying how to rebuild it.
+* **Dtypes**: every array a reader takes from a file is checked for its kind before any cast
+  (:func:`check_kind`): complex, text, object and date arrays are refused everywhere, booleans
+  are accepted only as features, split masks and 0/1 label matrices (never as ids or class
+  ids), and float class ids must be whole numbers; the message names the file, the array and
+  its dtype.
+* **Paths**: readers take ``Path.absolute()`` of what they are given, so every message names a
+  file by its full path; a file that is a directory (or not a regular file) is refused by
+  :func:`require_file` naming it. Text files (csv, json) may start with a UTF-8 byte-order mark.
+* **Labelled splits**: a split holding a node without a label is refused naming the file of
+  the labels (or of the split), and a training split without a single labelled node says so
+  (:func:`check_split_labels`); a training split of a single class is fine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import mmap
@@ -26,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.errors import DatasetError
+from gns_jax.errors import DatasetError, GnsJaxError
 from gns_jax.graph import CSRGraph
 
 __all__ = [
@@ -36,12 +53,15 @@ __all__ = [
     "advise_random",
     "beyond_memory",
     "check_alloc",
+    "check_kind",
     "check_label_matrix",
+    "check_split_labels",
     "class_count",
     "finish",
     "memory_budget",
     "per_class_split",
     "require",
+    "require_file",
     "split_rng",
 ]
 
@@ -132,6 +152,62 @@ def check_alloc(shape: tuple[int, ...], itemsize: int, where: str, what: str) ->
         )
 
 
+_KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "floats"}
+_KIND_WHY = {
+    "c": " (complex values: the imaginary part would be lost)",
+    "U": " (text)",
+    "S": " (bytes)",
+    "O": " (Python objects)",
+    "M": " (dates)",
+    "m": " (time spans)",
+    "V": " (raw or structured records)",
+}
+
+
+def check_kind(array, where: str, what: str, kinds: str = "iu") -> np.ndarray:
+    """Returns ``array`` as an ndarray if its dtype kind is one of ``kinds`` (``"b"`` bool,
+    ``"i"``/``"u"`` integers, ``"f"`` floats); else raises DatasetError
+    ``"{where}: {what} must hold ..., got {dtype} (...)"``. An empty array of any real kind
+    passes (``np.zeros((0, 2))`` is a float64 list of no edges)."""
+    array = np.asarray(array)
+    kind = array.dtype.kind
+    if kind in kinds or (array.size == 0 and kind in "biuf"):
+        return array
+    names = list(dict.fromkeys(_KIND_NAMES[k] for k in kinds))
+    allowed = " or ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} or {names[-1]}"
+    raise DatasetError(
+        f"{where}: {what} must hold {allowed}, got {array.dtype}{_KIND_WHY.get(kind, '')}"
+    )
+
+
+def check_split_labels(
+    labelled: np.ndarray, idx: np.ndarray, split_name: str, where: str, labels: str = ""
+) -> None:
+    """Raises DatasetError (starting with ``where``, the file to blame) when the nodes ``idx`` of
+    the split ``split_name`` include one that ``labelled`` (bool ``[num_nodes]``) marks
+    unlabelled: ``"no labelled node in the training split"`` when none is labelled. ``labels``
+    names the file of the labels in the message. Ids outside ``[0, num_nodes)`` are left to
+    :meth:`Dataset.validate`."""
+    idx = np.asarray(idx)
+    if not np.issubdtype(idx.dtype, np.integer):
+        return
+    ids = idx[(idx >= 0) & (idx < labelled.shape[0])]
+    missing = ~labelled[ids]
+    if not missing.any():
+        return
+    label = "training" if split_name == "train" else split_name
+    inside = f" in {labels}" if labels else ""
+    if missing.all():
+        raise DatasetError(
+            f"{where}: no labelled node in the {label} split (none of its {ids.size} nodes has a "
+            f"label{inside})"
+        )
+    raise DatasetError(
+        f"{where}: node {int(ids[missing][0])} of the {label} split has no label{inside} "
+        f"({int(missing.sum())} of its {ids.size} nodes are unlabelled)"
+    )
+
+
 def _missing_classes(labels: np.ndarray, num_classes: int, where: str) -> None:
     """Raises DatasetError unless every class in ``[0, num_classes)`` has a labelled node."""
     labelled = labels[labels >= 0].astype(np.intp)  # bincount refuses uint64
@@ -178,6 +254,18 @@ def class_count(labels: np.ndarray, where: str, unlabelled: bool = True) -> int:
         )
     _missing_classes(labels, top + 1, where)
     return top + 1
+
+
+@contextlib.contextmanager
+def _blame(files: dict[str, str], part: str):
+    """Adds ``(in FILE)`` to a DatasetError or GraphError raised about ``part`` of a dataset when
+    ``files`` names the file it came from."""
+    try:
+        yield
+    except GnsJaxError as e:
+        if part not in files:
+            raise
+        raise type(e)(f"{e} (in {files[part]})") from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,57 +321,65 @@ class Dataset:
         """Bool ``[num_nodes]``: the nodes that carry a label."""
         return self.labels[:, 0] >= 0 if self.multilabel else self.labels >= 0
 
-    def validate(self, where: str | None = None) -> Dataset:
+    def validate(self, where: str | None = None, files: dict[str, str] | None = None) -> Dataset:
         """Checks the graph (valid CSR, undirected), shapes, finite features, labels (contiguous
         classes, every one present) and splits; raises DatasetError or GraphError whose message
-        starts with ``where`` (default: the dataset's name)."""
+        starts with ``where`` (default: the dataset's name). ``files`` names the file each part
+        came from (keys ``graph``, ``features``, ``labels``, ``train``, ``validation``,
+        ``test``), added to a message about that part as ``(in FILE)``."""
         n, where = self.graph.num_nodes, where or self.name
-        self.graph.validate(where)
-        self.graph.check_undirected(where)
-        if self.features.ndim != 2 or self.features.shape[0] != n:
-            raise DatasetError(
-                f"{where}: features must have shape [num_nodes={n}, F], got {self.features.shape}"
-            )
-        if not np.issubdtype(self.features.dtype, np.floating):
-            raise DatasetError(
-                f"{where}: features must be floating point, got {self.features.dtype}"
-            )
-        if self.features.shape[1] < 1:
-            raise DatasetError(f"{where}: features have no columns")
-        # In row chunks: a memory-mapped feature matrix is streamed, never loaded whole.
-        step = max(1, (1 << 26) // max(1, self.features.shape[1]))
-        for start, rows in _feature_chunks(self.features, step):
-            bad = ~np.isfinite(rows)
-            if bad.any():
-                row = start + int(np.argwhere(bad)[0, 0])
+        files = files or {}
+        with _blame(files, "graph"):
+            self.graph.validate(where)
+            self.graph.check_undirected(where)
+        with _blame(files, "features"):
+            if self.features.ndim != 2 or self.features.shape[0] != n:
                 raise DatasetError(
-                    f"{where}: features contain NaN or infinite values (first in the row of "
-                    f"node {row})"
+                    f"{where}: features must have shape [num_nodes={n}, F], got "
+                    f"{self.features.shape}"
                 )
-        if not np.issubdtype(self.labels.dtype, np.integer):
-            raise DatasetError(f"{where}: labels must be integers, got {self.labels.dtype}")
-        if not isinstance(self.num_classes, int | np.integer) or self.num_classes < 1:
-            raise DatasetError(f"{where}: no classes (num_classes={self.num_classes!r})")
-        if self.labels.ndim == 2:
-            check_label_matrix(self.labels, where, n)
-            if self.labels.shape[1] != self.num_classes:
+            if not np.issubdtype(self.features.dtype, np.floating):
                 raise DatasetError(
-                    f"{where}: {self.labels.shape[1]} label columns but num_classes="
-                    f"{self.num_classes}"
+                    f"{where}: features must be floating point, got {self.features.dtype}"
                 )
-        else:
-            if self.labels.shape != (n,):
-                raise DatasetError(
-                    f"{where}: labels must have shape [{n}] (classes) or [{n}, L] (a multi-label "
-                    f"0/1 matrix), got {self.labels.shape}"
-                )
-            out = (self.labels < -1) | (self.labels >= self.num_classes)
-            if out.any():
-                raise DatasetError(
-                    f"{where}: labels must lie in [0, {self.num_classes}) (or -1 for unlabelled), "
-                    f"found {int(self.labels[out][0])} at node {int(np.flatnonzero(out)[0])}"
-                )
-            _missing_classes(self.labels, int(self.num_classes), where)
+            if self.features.shape[1] < 1:
+                raise DatasetError(f"{where}: features have no columns")
+            # In row chunks: a memory-mapped feature matrix is streamed, never loaded whole.
+            step = max(1, (1 << 26) // max(1, self.features.shape[1]))
+            for start, rows in _feature_chunks(self.features, step):
+                bad = ~np.isfinite(rows)
+                if bad.any():
+                    row = start + int(np.argwhere(bad)[0, 0])
+                    raise DatasetError(
+                        f"{where}: features contain NaN or infinite values (first in the row of "
+                        f"node {row})"
+                    )
+        with _blame(files, "labels"):
+            if not np.issubdtype(self.labels.dtype, np.integer):
+                raise DatasetError(f"{where}: labels must be integers, got {self.labels.dtype}")
+            if not isinstance(self.num_classes, int | np.integer) or self.num_classes < 1:
+                raise DatasetError(f"{where}: no classes (num_classes={self.num_classes!r})")
+            if self.labels.ndim == 2:
+                check_label_matrix(self.labels, where, n)
+                if self.labels.shape[1] != self.num_classes:
+                    raise DatasetError(
+                        f"{where}: {self.labels.shape[1]} label columns but num_classes="
+                        f"{self.num_classes}"
+                    )
+            else:
+                if self.labels.shape != (n,):
+                    raise DatasetError(
+                        f"{where}: labels must have shape [{n}] (classes) or [{n}, L] (a "
+                        f"multi-label 0/1 matrix), got {self.labels.shape}"
+                    )
+                out = (self.labels < -1) | (self.labels >= self.num_classes)
+                if out.any():
+                    raise DatasetError(
+                        f"{where}: labels must lie in [0, {self.num_classes}) (or -1 for "
+                        f"unlabelled), found {int(self.labels[out][0])} at node "
+                        f"{int(np.flatnonzero(out)[0])}"
+                    )
+                _missing_classes(self.labels, int(self.num_classes), where)
         labelled = self.labelled()
         seen = np.zeros(n, dtype=bool)
         for split_name, idx in (
@@ -291,22 +387,28 @@ class Dataset:
             ("validation", self.val_idx),
             ("test", self.test_idx),
         ):
-            if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
-                raise DatasetError(
-                    f"{where}: the {split_name} split must be a 1-D array of node ids, got "
-                    f"{idx.dtype} of shape {idx.shape}"
-                )
-            if idx.size == 0:
-                raise DatasetError(f"{where}: the {split_name} split is empty")
-            if idx.min() < 0 or idx.max() >= n:
-                raise DatasetError(f"{where}: {split_name} split has node ids outside [0, {n})")
-            if seen[idx].any() or np.unique(idx).size != idx.size:
-                raise DatasetError(
-                    f"{where}: the {split_name} split overlaps another or repeats ids"
-                )
-            seen[idx] = True
-            if not labelled[idx].all():
-                raise DatasetError(f"{where}: the {split_name} split contains unlabelled nodes")
+            with _blame(files, split_name):
+                if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+                    raise DatasetError(
+                        f"{where}: the {split_name} split must be a 1-D array of node ids, got "
+                        f"{idx.dtype} of shape {idx.shape}"
+                    )
+                if idx.size == 0:
+                    raise DatasetError(f"{where}: the {split_name} split is empty")
+                if idx.min() < 0 or idx.max() >= n:
+                    raise DatasetError(f"{where}: {split_name} split has node ids outside [0, {n})")
+                if seen[idx].any() or np.unique(idx).size != idx.size:
+                    raise DatasetError(
+                        f"{where}: the {split_name} split overlaps another or repeats ids"
+                    )
+                seen[idx] = True
+                if not labelled[idx].any():
+                    raise DatasetError(
+                        f"{where}: no labelled node in the "
+                        f"{'training' if split_name == 'train' else split_name} split"
+                    )
+                if not labelled[idx].all():
+                    raise DatasetError(f"{where}: the {split_name} split contains unlabelled nodes")
         return self
 
 
@@ -318,9 +420,11 @@ def finish(
     splits: tuple[np.ndarray, np.ndarray, np.ndarray],
     split: str,
     num_classes: int | None = None,
+    files: dict[str, str] | None = None,
 ) -> Dataset:
     """Builds and validates a :class:`Dataset`; ``num_classes`` defaults to
-    :func:`class_count` of ``labels`` (contiguous ids). Errors start with ``name``."""
+    :func:`class_count` of ``labels`` (contiguous ids). Errors start with ``name``; ``files``
+    names the file of each part, as for :meth:`Dataset.validate`."""
     labels = np.asarray(labels)
     if labels.ndim == 2:  # a multi-label 0/1 matrix
         labels = check_label_matrix(labels, name, labels.shape[0])
@@ -348,6 +452,21 @@ def finish(
             f"{name}: labels must lie in [0, {num_classes}), found {int(labels.max())} at node "
             f"{int(np.argmax(labels))}"
         )
+    n = graph.num_nodes
+    checked = []
+    for split_name, idx in zip(("train", "validation", "test"), splits):
+        idx = np.asarray(idx)
+        if idx.ndim != 1 or (idx.size and not np.issubdtype(idx.dtype, np.integer)):
+            raise DatasetError(
+                f"{name}: the {split_name} split must be a 1-D array of integer node ids, got "
+                f"{idx.dtype} of shape {idx.shape}"
+            )
+        if idx.size and (idx.min() < 0 or idx.max() >= n):  # before the int32 cast wraps them
+            bad = idx[(idx < 0) | (idx >= n)][0]
+            raise DatasetError(
+                f"{name}: the {split_name} split names node {int(bad)}, outside [0, {n})"
+            )
+        checked.append(idx)
     with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: found just below
         features = np.ascontiguousarray(features, dtype=np.float32)
     return Dataset(
@@ -356,11 +475,11 @@ def finish(
         features=features,
         labels=labels.astype(np.int8 if labels.ndim == 2 else np.int32),
         num_classes=num_classes,
-        train_idx=np.asarray(splits[0], dtype=np.int32),
-        val_idx=np.asarray(splits[1], dtype=np.int32),
-        test_idx=np.asarray(splits[2], dtype=np.int32),
+        train_idx=checked[0].astype(np.int32),
+        val_idx=checked[1].astype(np.int32),
+        test_idx=checked[2].astype(np.int32),
         split=split,
-    ).validate()
+    ).validate(files=files)
 
 
 def check_label_matrix(labels: np.ndarray, where: str, num_nodes: int) -> np.ndarray:
@@ -393,7 +512,9 @@ def check_label_matrix(labels: np.ndarray, where: str, num_nodes: int) -> np.nda
     positives = rows.sum(axis=0, dtype=np.int64)
     constant = np.flatnonzero((positives == 0) | (positives == rows.shape[0]))
     if constant.size:
-        shown = ", ".join(str(int(c)) for c in constant[:5]) + (", ..." if constant.size > 5 else "")
+        shown = ", ".join(str(int(c)) for c in constant[:5]) + (
+            ", ..." if constant.size > 5 else ""
+        )
         raise DatasetError(
             f"{where}: {constant.size} of {labels.shape[1]} labels are the same on every labelled "
             f"node ({shown}); drop those columns"
@@ -450,3 +571,14 @@ def require(path: Path) -> Path:
         raise DatasetError(f"{path}: no such file or directory")
     return path
 
+
+def require_file(path: Path) -> Path:
+    """``path`` if it is a regular file; DatasetError naming it if it is missing, a directory
+    (a file replaced by a folder) or something else (a pipe, a device: reading could hang)."""
+    if path.is_dir():
+        raise DatasetError(f"{path}: is a directory, expected a file")
+    if not path.exists():
+        raise DatasetError(f"{path}: no such file or directory")
+    if not path.is_file():
+        raise DatasetError(f"{path}: not a regular file")
+    return path

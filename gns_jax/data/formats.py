@@ -30,6 +30,8 @@ import json
 import math
 import os
 import pickle
+import re
+import struct
 import tokenize
 import warnings
 import zipfile
@@ -43,14 +45,17 @@ from gns_jax.data.dataset import (
     SHCHUR_SPLIT,
     Dataset,
     check_alloc,
+    check_kind,
+    check_split_labels,
     class_count,
     finish,
     per_class_split,
     require,
+    require_file,
     split_rng,
 )
 from gns_jax.errors import DatasetError
-from gns_jax.graph import from_edges
+from gns_jax.graph import CSRGraph, from_edges
 
 __all__ = [
     "checked_csr",
@@ -82,10 +87,9 @@ def checked_csr(data, indices, indptr, shape, where: str, what: str):
     """
     import scipy.sparse as sp
 
-    try:
-        dims = [int(d) for d in np.asarray(shape).reshape(-1)] if shape is not None else []
-        if np.asarray(shape).dtype.kind not in "iu":
-            dims = []
+    try:  # the kind first: int() of a complex or float dimension would cast it
+        integral = shape is not None and np.asarray(shape).dtype.kind in "iu"
+        dims = [int(d) for d in np.asarray(shape).reshape(-1)] if integral else []
     except (TypeError, ValueError, OverflowError):
         dims = []
     if len(dims) != 2 or not all(0 <= d <= MAX_NODES for d in dims):
@@ -123,9 +127,10 @@ def checked_csr(data, indices, indptr, shape, where: str, what: str):
             f"{where}: {what}: column id {int(indices[bad])} (entry {bad}) outside [0, {cols})"
         )
     index = np.int32 if max(rows, cols, indices.shape[0]) < 2**31 else np.int64
+    widen = data.dtype == np.float16  # SciPy has no float16 matrices
     return sp.csr_matrix(
         (
-            np.array(data, copy=True),
+            np.array(data, dtype=np.float32 if widen else data.dtype, copy=True),
             np.array(indices, dtype=index, copy=True),
             np.array(indptr, dtype=index, copy=True),
         ),
@@ -160,8 +165,9 @@ def _numpy_reconstruct():
     def empty_reconstruct(subtype, shape, typecode):
         """NumPy's ``_reconstruct`` for what ``ndarray.__reduce__`` writes: an empty ndarray
         (the data follow in ``__setstate__``); a crafted shape could allocate terabytes."""
-        try:
+        try:  # ndarray.__reduce__ writes typecode b"b" ("b" from Python 2)
             empty = subtype is np.ndarray and math.prod(int(d) for d in shape) == 0
+            empty = empty and isinstance(typecode, bytes | str) and typecode in (b"b", "b")
         except (TypeError, ValueError, OverflowError):
             empty = False
         if not empty:
@@ -175,13 +181,71 @@ class _RefusedGlobal(pickle.UnpicklingError):
     """A pickle names a global outside the allow-list."""
 
 
-class _PlanetoidUnpickler(pickle.Unpickler):
+_PICKLED_KINDS = "biuf"  # the dtypes of Planetoid's arrays: bool, integers, floats
+_DTYPE_STATE_TAIL = (None, None, None, -1, -1, 0)  # no subarray, fields, size, alignment, flags
+
+
+def _simple_dtype(obj, align=False, copy=False):
+    """``numpy.dtype`` for a pickle: only a plain bool, integer or float type named by a string
+    (no object, structured or text dtypes)."""
+    try:
+        ok = isinstance(obj, str) and all(f in (0, 1) for f in (align, copy))  # 2016: ints
+        ok = ok and re.fullmatch(r"[<>|=]?[a-zA-Z?][0-9]{0,2}", obj) is not None  # 'i4', '<f8'
+        dtype = np.dtype(obj) if ok else None
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind not in _PICKLED_KINDS:
+        raise _RefusedGlobal(f"refusing numpy.dtype({_short(obj)}): not a bool, integer or float")
+    return np.dtype(obj, align, copy)
+
+
+def _check_build(inst, state) -> None:
+    """Checks the state a pickle's BUILD gives a NumPy dtype or array before NumPy sees it.
+
+    ``dtype.__setstate__`` trusts its tuple: a flipped byte in a pickled dtype's flags or sizes
+    makes a dtype that NumPy's internals then misuse (``RuntimeError: get_clear_loop not set``,
+    ``SystemError``, a reference count flag on integers: a crash). Only the state of a plain
+    dtype, ``(3, byteorder, None, None, None, -1, -1, 0)``, is admitted; an array's state must be
+    ``(1, shape, plain dtype, is_fortran, raw bytes of exactly the size the shape says)``.
+    """
+    if isinstance(inst, np.dtype):
+        if not (
+            type(state) is tuple
+            and len(state) == 8
+            and state[0] == 3
+            and state[1] in ("<", ">", "|", "=")
+            and state[2:] == _DTYPE_STATE_TAIL
+        ):
+            raise _RefusedGlobal(f"refusing the state of a dtype: {_short(state)}")
+    elif isinstance(inst, np.ndarray):
+        ok = type(state) is tuple and len(state) == 5 and state[0] == 1
+        shape = state[1] if ok else None
+        ok = ok and type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape)
+        dtype = state[2] if ok else None
+        ok = ok and isinstance(dtype, np.dtype) and dtype.kind in _PICKLED_KINDS
+        ok = ok and type(state[3]) is bool and isinstance(state[4], bytes | str)
+        if not ok or len(state[4]) != math.prod(shape) * dtype.itemsize:
+            raise _RefusedGlobal(f"refusing the state of an array: {_short(state)}")
+
+
+class _PlanetoidUnpickler(pickle._Unpickler):
     """Admits only the globals that Planetoid's 2016 ``ind.*`` pickles reference; refuses the rest.
 
     Those files name ``scipy.sparse.csr.csr_matrix`` (a module path SciPy 2 removes), numpy arrays
     and dtypes, ``collections.defaultdict`` and ``list``. Any other global (``os.system``,
-    ``builtins.eval``, ...) raises ``pickle.UnpicklingError`` before anything is called.
+    ``builtins.eval``, ...) raises ``pickle.UnpicklingError`` before anything is called. It is
+    the pure-Python unpickler, whose BUILD opcode can be intercepted: the state of every NumPy
+    dtype and array is checked (:func:`_check_build`) before NumPy's ``__setstate__`` runs.
     """
+
+    dispatch = dict(pickle._Unpickler.dispatch)
+
+    def load_build(self):
+        if len(self.stack) >= 2:
+            _check_build(self.stack[-2], self.stack[-1])
+        pickle._Unpickler.load_build(self)
+
+    dispatch[pickle.BUILD[0]] = load_build
 
     def find_class(self, module: str, name: str):
         import scipy.sparse
@@ -190,7 +254,7 @@ class _PlanetoidUnpickler(pickle.Unpickler):
             ("builtins", "list"): list,
             ("__builtin__", "list"): list,  # Python 2 name, as the 2016 files spell it
             ("collections", "defaultdict"): collections.defaultdict,
-            ("numpy", "dtype"): np.dtype,
+            ("numpy", "dtype"): _simple_dtype,
             ("numpy", "ndarray"): np.ndarray,
             ("numpy.core.multiarray", "_reconstruct"): _numpy_reconstruct(),
             ("numpy._core.multiarray", "_reconstruct"): _numpy_reconstruct(),
@@ -215,12 +279,14 @@ def restricted_unpickle(path: Path):
     reported as a corrupt file.
     """
     try:
-        data = require(path).read_bytes()
+        data = require_file(path).read_bytes()
         return _PlanetoidUnpickler(io.BytesIO(data), encoding="latin1").load()
     except DatasetError:
         raise
     except _RefusedGlobal as e:
         raise DatasetError(f"{path}: not a valid Planetoid pickle: {e}") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from None
     except (
         pickle.UnpicklingError,
         EOFError,
@@ -229,10 +295,10 @@ def restricted_unpickle(path: Path):
         AttributeError,
         IndexError,
         KeyError,
-        OSError,
         OverflowError,
         MemoryError,
         RecursionError,
+        struct.error,  # the pure-Python unpickler's reading of a cut length
     ) as e:
         raise DatasetError(
             f"{path}: truncated or corrupt Planetoid pickle ({type(e).__name__}: {e})"
@@ -285,7 +351,7 @@ def read_planetoid(folder: str | os.PathLike, name: str | None = None) -> Datase
     zero features and label -1 (in no split). At most as many such gaps as test ids are accepted.
     The class count is the one-hot width; every class must have a labelled node.
     """
-    folder = Path(folder)
+    folder = Path(folder).absolute()
     name = name or planetoid_name(require(folder))
     if name is None:
         raise DatasetError(f"{folder}: no ind.<name>.graph file (not a Planetoid directory)")
@@ -297,25 +363,33 @@ def read_planetoid(folder: str | os.PathLike, name: str | None = None) -> Datase
     y, ty, ally = (_planetoid_onehot(parts[s], paths[s]) for s in ("y", "ty", "ally"))
     if not isinstance(graph_obj, dict):
         raise DatasetError(f"{graph_path}: expected a dict of adjacency lists")
-    index_path = require(folder / f"ind.{name}.test.index")
+    index_path = require_file(folder / f"ind.{name}.test.index")
     try:
-        test_idx = np.loadtxt(index_path, dtype=np.int64, ndmin=1)
-    except (ValueError, OverflowError) as e:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "input contained no data": the size check says so
+            test_idx = np.loadtxt(index_path, dtype=np.int64, ndmin=1, encoding="utf-8-sig")
+    except (ValueError, OverflowError, UnicodeDecodeError) as e:
         raise DatasetError(f"{index_path}: not a list of integer node ids ({e})") from None
+    except OSError as e:
+        raise DatasetError(f"{index_path}: cannot read ({e.strerror or e})") from None
 
     for a, b, what in ((x, y, "x/y"), (tx, ty, "tx/ty"), (allx, ally, "allx/ally")):
         if a.shape[0] != b.shape[0]:
             raise DatasetError(
-                f"{folder}: Planetoid {what} disagree in length ({a.shape[0]} vs {b.shape[0]} rows)"
+                f"{paths[what.split('/')[1]]}: Planetoid {what} disagree in length "
+                f"({a.shape[0]} vs {b.shape[0]} rows)"
             )
+    # A width that differs from allx's (ally's) names its file.
+    odd_x = "x" if x.shape[1] != allx.shape[1] else "tx"
     if not x.shape[1] == tx.shape[1] == allx.shape[1]:
         raise DatasetError(
-            f"{folder}: x, tx and allx have different widths "
+            f"{paths[odd_x]}: x, tx and allx have different widths "
             f"({x.shape[1]}, {tx.shape[1]}, {allx.shape[1]} features)"
         )
+    odd_y = "y" if y.shape[1] != ally.shape[1] else "ty" if ty.shape[1] != ally.shape[1] else "ally"
     if not y.shape[1] == ty.shape[1] == ally.shape[1] >= 1:
         raise DatasetError(
-            f"{folder}: y, ty and ally have different widths "
+            f"{paths[odd_y]}: y, ty and ally have different widths "
             f"({y.shape[1]}, {ty.shape[1]}, {ally.shape[1]} classes)"
         )
     num_train, known = y.shape[0], allx.shape[0]
@@ -350,17 +424,62 @@ def read_planetoid(folder: str | os.PathLike, name: str | None = None) -> Datase
     onehot[:known] = ally
     onehot[test_idx] = ty
     labels = np.where(onehot.sum(1) > 0, onehot.argmax(1), -1)
-
-    try:
-        src = np.repeat(
-            np.fromiter(graph_obj.keys(), np.int64), [len(v) for v in graph_obj.values()]
-        )
-        dst = np.fromiter((v for vs in graph_obj.values() for v in vs), np.int64)
-    except (TypeError, ValueError, OverflowError) as e:
-        raise DatasetError(f"{graph_path}: bad adjacency lists ({e})") from None
-    graph = from_edges(src, dst, n, name=str(graph_path))
     splits = (np.arange(num_train), np.arange(num_train, num_train + 500), test_idx)
-    return finish(str(folder), graph, features, labels, splits, "planetoid", onehot.shape[1])
+    # y holds the training rows' labels, which must be the first rows of ally (Kipf & Welling
+    # train on ally's): an all-zero y means no labelled training node, whatever ally says.
+    check_split_labels(y.sum(1) > 0, splits[0], "train", str(paths["y"]))
+    differ = np.flatnonzero((y != ally[:num_train]).any(1))
+    if differ.size:
+        row = int(differ[0])
+        raise DatasetError(
+            f"{paths['y']}: training row {row} disagrees with row {row} of {paths['ally'].name} "
+            f"({differ.size} rows differ; y must repeat the first {num_train} rows of ally)"
+        )
+    labelled = labels >= 0
+    check_split_labels(labelled, splits[1], "validation", str(paths["ally"]))
+    check_split_labels(labelled, splits[2], "test", str(paths["ty"]))
+    graph = _planetoid_graph(graph_obj, graph_path, n)
+    files = dict(
+        graph=graph_path.name,
+        features=f"{paths['allx'].name}, {paths['tx'].name}",
+        labels=f"{paths['ally'].name}, {paths['ty'].name}",
+        train=paths["y"].name,
+        validation=paths["ally"].name,
+        test=index_path.name,
+    )
+    return finish(
+        str(folder), graph, features, labels, splits, "planetoid", onehot.shape[1], files=files
+    )
+
+
+def _planetoid_graph(graph_obj: dict, path: Path, n: int) -> CSRGraph:
+    """The graph of ``ind.<name>.graph``, a dict of node id -> list of neighbour ids, where every
+    id must be a Python int (not a float, which ``np.fromiter`` would truncate, a bool or a
+    string)."""
+    keys, lists = list(graph_obj), list(graph_obj.values())
+    if set(map(type, keys)) - {int}:
+        bad = next(k for k in keys if type(k) is not int)
+        raise DatasetError(
+            f"{path}: node id {_short(bad)} ({type(bad).__name__}) is not an integer; the graph "
+            "must map integer node ids to lists of integer neighbour ids"
+        )
+    if set(map(type, lists)) - {list, tuple}:
+        i = next(i for i, v in enumerate(lists) if type(v) not in (list, tuple))
+        raise DatasetError(
+            f"{path}: node {keys[i]}: expected a list of neighbour ids, got {_short(lists[i])}"
+        )
+    if set(map(type, (v for vs in lists for v in vs))) - {int}:
+        i, bad = next((i, v) for i, vs in enumerate(lists) for v in vs if type(v) is not int)
+        raise DatasetError(
+            f"{path}: node {keys[i]}: neighbour id {_short(bad)} ({type(bad).__name__}) is not "
+            "an integer"
+        )
+    try:
+        src = np.repeat(np.array(keys, dtype=np.int64), [len(v) for v in lists])
+        dst = np.fromiter((v for vs in lists for v in vs), np.int64, count=src.size)
+    except OverflowError:
+        raise DatasetError(f"{path}: a node id beyond int64, outside [0, {n})") from None
+    return from_edges(src, dst, n, name=str(path))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -392,7 +511,7 @@ def open_npz(path: Path) -> tuple[dict[str, np.ndarray], str]:
     (object arrays in the Coauthor files) are skipped.
     """
     try:
-        with zipfile.ZipFile(require(path)) as zf:
+        with zipfile.ZipFile(require_file(path)) as zf:
             members = zf.namelist()
             inner = [m for m in members if m.endswith(".npz")]
             if members and all(m.endswith(".npy") for m in members):
@@ -518,12 +637,16 @@ def gnn_benchmark_from_arrays(arrays: dict, where: str, split_seed: int) -> Data
         features = _dense(attr, where, "the dense feature matrix")
     coo = adj.tocoo()
     graph = from_edges(coo.row, coo.col, n, name=where)
-    splits = per_class_split(
-        split_rng(split_seed), labels, eligible=graph.largest_component(), name=where
-    )
+    splits = per_class_split(split_rng(split_seed), labels, eligible=_eligible(graph), name=where)
     return finish(
         where, graph, features, labels, splits, SHCHUR_SPLIT.format(split_seed), num_classes
     )
+
+
+def _eligible(graph: CSRGraph) -> np.ndarray | None:
+    """The nodes a Shchur split draws from: the largest connected component, or every node of a
+    graph without edges (whose components are all single nodes)."""
+    return graph.largest_component() if graph.num_edges else None
 
 
 def read_tolokers(path: str | os.PathLike, split: int = 0) -> Dataset:
@@ -542,6 +665,12 @@ def tolokers_from_arrays(arrays: dict, where: str, split: int) -> Dataset:
     features, labels, edges = arrays["node_features"], arrays["node_labels"], arrays["edges"]
     if labels.ndim != 1:
         raise DatasetError(f"{where}: node_labels must be 1-D, got shape {labels.shape}")
+    if labels.dtype.kind not in "iu":
+        raise DatasetError(
+            f"{where}: node_labels must be a 1-D integer array, got {labels.dtype} of shape "
+            f"{labels.shape}"
+        )
+    edges = check_kind(edges, where, "array 'edges' (node ids)")
     n = labels.shape[0]
     num_classes = class_count(labels, where, unlabelled=False)
     if features.ndim != 2 or features.shape[0] != n or features.dtype.kind not in "biuf":
@@ -550,6 +679,11 @@ def tolokers_from_arrays(arrays: dict, where: str, split: int) -> Dataset:
         )
     if edges.ndim != 2 or edges.shape[1] != 2:
         raise DatasetError(f"{where}: edges must have shape [E, 2], got {edges.shape}")
+    if edges.size and (edges.min() < 0 or edges.max() >= n):
+        raise DatasetError(
+            f"{where}: array 'edges' ({edges.dtype}) holds node ids {edges.min()}..{edges.max()}, "
+            f"outside [0, {n})"
+        )
     graph = from_edges(edges[:, 0], edges[:, 1], n, name=where)
     masks = []
     for k in ("train_masks", "val_masks", "test_masks"):
@@ -559,6 +693,11 @@ def tolokers_from_arrays(arrays: dict, where: str, split: int) -> Dataset:
             raise DatasetError(f"{where}: '{k}' must have shape [splits, {n}] with split {split}")
         if m.dtype != bool and not (m.dtype.kind in "iu" and np.isin(m, (0, 1)).all()):
             raise DatasetError(f"{where}: '{k}' must hold booleans (or 0/1), got {m.dtype}")
+        if not m[split].any():
+            part = k.split("_")[0].replace("val", "validation")
+            raise DatasetError(
+                f"{where}: the {part} split is empty ('{k}' row {split} is all false)"
+            )
         masks.append(np.flatnonzero(m[split]))
     return finish(where, graph, features, labels, tuple(masks), f"stored:{split}", num_classes)
 
@@ -574,33 +713,56 @@ def read_facebook(folder: str | os.PathLike, split_seed: int = 0) -> Dataset:
     the target csv must have all its fields, node ids ``0..N-1`` in order; the JSON maps node ids
     to lists of non-negative integer feature ids.
     """
-    folder = Path(folder)
-    edges_path = require(folder / "facebook_edges.csv")
-    target_path = require(folder / "facebook_target.csv")
-    feats_path = require(folder / "facebook.json")
+    folder = Path(folder).absolute()
+    edges_path = require_file(folder / "facebook_edges.csv")
+    target_path = require_file(folder / "facebook_target.csv")
+    feats_path = require_file(folder / "facebook.json")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "input contained no data": the shape check says so
-            edges = np.loadtxt(edges_path, delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
-    except (ValueError, OverflowError) as e:
+            edges = np.loadtxt(
+                edges_path,
+                delimiter=",",
+                skiprows=1,
+                dtype=np.int64,
+                ndmin=2,
+                encoding="utf-8-sig",
+            )
+    except (ValueError, OverflowError, UnicodeDecodeError) as e:
         raise DatasetError(f"{edges_path}: not a csv of integer id pairs ({e})") from None
+    except OSError as e:
+        raise DatasetError(f"{edges_path}: cannot read ({e.strerror or e})") from None
+    if edges.size == 0:  # the header alone: a graph without edges
+        edges = edges.reshape(0, 2)
     if edges.shape[1] != 2:
         raise DatasetError(f"{edges_path}: expected two columns id_1,id_2")
     labels, n = _facebook_targets(target_path)
     features = _facebook_features(feats_path, n)
     graph = from_edges(edges[:, 0], edges[:, 1], n, name=str(edges_path))
     splits = per_class_split(
-        split_rng(split_seed), labels, eligible=graph.largest_component(), name=str(target_path)
+        split_rng(split_seed), labels, eligible=_eligible(graph), name=str(target_path)
     )
-    return finish(str(folder), graph, features, labels, splits, SHCHUR_SPLIT.format(split_seed))
+    files = dict(
+        graph=edges_path.name,
+        features=feats_path.name,
+        labels=target_path.name,
+        train=target_path.name,
+        validation=target_path.name,
+        test=target_path.name,
+    )
+    return finish(
+        str(folder), graph, features, labels, splits, SHCHUR_SPLIT.format(split_seed), files=files
+    )
 
 
 def _facebook_targets(path: Path) -> tuple[np.ndarray, int]:
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding="utf-8-sig", newline="") as f:  # Excel writes a BOM
             rows = list(csv.reader(f))
     except (csv.Error, UnicodeDecodeError) as e:
         raise DatasetError(f"{path}: not a readable csv ({e})") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from None
     header = rows[0] if rows else []
     if "page_type" not in header or "id" not in header:
         raise DatasetError(f"{path}: expected a csv with columns id,...,page_type")
@@ -625,10 +787,12 @@ def _facebook_targets(path: Path) -> tuple[np.ndarray, int]:
 
 def _facebook_features(path: Path, n: int) -> np.ndarray:
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             feats = json.load(f)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError, huge ints
         raise DatasetError(f"{path}: truncated or corrupt JSON ({e})") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from None
     if not isinstance(feats, dict):
         raise DatasetError(f"{path}: expected {{node id: [feature ids]}}, got {_short(feats)}")
     rows, cols = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -637,6 +801,8 @@ def _facebook_features(path: Path, n: int) -> np.ndarray:
             node = int(key)
         except ValueError:
             raise DatasetError(f"{path}: node id '{key[:20]}' is not an integer") from None
+        if str(node) != key:  # " 3", "+3" and "03" would all name node 3
+            raise DatasetError(f"{path}: node id '{key[:20]}' is not written as a plain integer")
         if not isinstance(ids, list) or not all(type(i) is int and i >= 0 for i in ids):
             raise DatasetError(
                 f"{path}: node {key[:20]}: expected a list of non-negative integer feature ids"

@@ -82,6 +82,17 @@ def load_dataset(
 
 
 def _load_path(path: Path, split_seed: int) -> Dataset:
+    """Reads ``path`` with the reader its content calls for. Readers are given the absolute path,
+    so every message names a file in full; a dataset named after its path keeps the path as
+    given (``--dataset data/cora`` stays ``data/cora``)."""
+    given, path = str(path), path.absolute()
+    ds = _read_path(path, split_seed)
+    if given != str(path) and ds.name.startswith(str(path)):
+        ds = dataclasses.replace(ds, name=given + ds.name[len(str(path)) :])
+    return ds
+
+
+def _read_path(path: Path, split_seed: int) -> Dataset:
     try:
         if path.is_dir():
             if ondisk.is_saved_dir(path):
@@ -101,6 +112,8 @@ def _load_path(path: Path, split_seed: int) -> Dataset:
                 "raw/ + split/ layout, Planetoid ind.*.graph, facebook_edges.csv, GraphSAINT "
                 "adj_full.npz + role.json or a GraphSAGE PREFIX-G.json)"
             )
+        if not path.is_file():
+            raise DatasetError(f"{path}: not a regular file or directory")
         with open(path, "rb") as f:
             magic = f.read(4)
         if magic[:2] == b"PK":
@@ -119,5 +132,6 @@ def _load_path(path: Path, split_seed: int) -> Dataset:
         if isinstance(e, DatasetError):
             raise
         raise DatasetError(str(e)) from None
-    except OSError as e:
-        raise DatasetError(f"{path}: cannot read ({e.strerror or e})") from None
+    except OSError as e:  # the file the system names, else the dataset's path
+        where = Path(e.filename).absolute() if isinstance(e.filename, str) else path
+        raise DatasetError(f"{where}: cannot read ({e.strerror or e})") from None

@@ -60,8 +60,11 @@ from gns_jax.data.dataset import (
     Dataset,
     advise_random,
     beyond_memory,
+    check_kind,
+    check_split_labels,
     class_count,
     memory_budget,
+    require_file,
 )
 from gns_jax.data.formats import npy_header, open_npz
 from gns_jax.errors import DatasetError
@@ -77,7 +80,7 @@ _CHUNK_BYTES = 1 << 28  # rows written / checked at a time: 256 MiB
 
 def is_saved_dir(path: Path) -> bool:
     """A gns-jax folder, or what an interrupted ``gns-jax save`` left (any of its arrays)."""
-    return (path / "meta.json").is_file() or any((path / f"{a}.npy").is_file() for a in _ARRAYS)
+    return (path / "meta.json").exists() or any((path / f"{a}.npy").exists() for a in _ARRAYS)
 
 
 def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str = "float32"):
@@ -161,8 +164,9 @@ def _load_npy(path: Path, mmap: bool = True) -> np.ndarray:
     Its header is checked first (no object dtypes), and it is always mapped before any copy, so
     a header that declares more data than the file holds is an error, never a huge allocation.
     """
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise DatasetError(f"{path}: missing")
+    require_file(path)
     try:
         with open(path, "rb") as f:
             npy_header(f, str(path))
@@ -181,7 +185,9 @@ _META_SIZES = ("num_nodes", "num_edges", "num_features", "num_classes")
 
 def _read_meta(folder: Path) -> dict:
     meta_path = folder / "meta.json"
-    if not meta_path.is_file():
+    if meta_path.exists():
+        require_file(meta_path)
+    else:
         present = [f"{name}.npy" for name in _ARRAYS if (folder / f"{name}.npy").exists()]
         if present:
             raise DatasetError(
@@ -190,7 +196,7 @@ def _read_meta(folder: Path) -> dict:
             )
         raise DatasetError(f"{meta_path}: missing (not a gns-jax dataset folder)")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = json.loads(meta_path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError, RecursionError) as e:
         raise DatasetError(f"{meta_path}: not readable JSON ({e})") from None
     if not isinstance(meta, dict):
@@ -236,7 +242,7 @@ def _expect(array: np.ndarray, path: Path, dtype: str, shape: tuple) -> None:
 def read_saved(folder: str | os.PathLike) -> Dataset:
     """Maps a gns-jax dataset directory; checks it against ``meta.json`` and validates it (the
     features in chunks). Errors name the folder or the file."""
-    folder = Path(folder)
+    folder = Path(folder).absolute()
     meta = _read_meta(folder)
     n, e, f = meta["num_nodes"], meta["num_edges"], meta["num_features"]
     expected = {
@@ -260,6 +266,16 @@ def read_saved(folder: str | os.PathLike) -> Dataset:
     if beyond_memory(arrays["features"]):  # read from disk at random rows: no read-ahead
         advise_random(arrays["features"])
     graph = CSRGraph(arrays["indptr"], arrays["indices"])
+    labels = arrays["labels"]
+    labelled = labels[:, 0] >= 0 if labels.ndim == 2 else labels >= 0
+    for name, split_name in (
+        ("train_idx", "train"),
+        ("val_idx", "validation"),
+        ("test_idx", "test"),
+    ):
+        check_split_labels(
+            labelled, arrays[name], split_name, str(folder / f"{name}.npy"), "labels.npy"
+        )
     return Dataset(
         name=str(meta.get("name", folder.name)),
         graph=graph,
@@ -270,7 +286,17 @@ def read_saved(folder: str | os.PathLike) -> Dataset:
         val_idx=arrays["val_idx"],
         test_idx=arrays["test_idx"],
         split=str(meta.get("split", "stored")),
-    ).validate(str(folder))
+    ).validate(
+        str(folder),
+        files=dict(
+            graph="indptr.npy, indices.npy",
+            features="features.npy",
+            labels="labels.npy",
+            train="train_idx.npy",
+            validation="val_idx.npy",
+            test="test_idx.npy",
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,15 +304,17 @@ def read_saved(folder: str | os.PathLike) -> Dataset:
 
 
 def _find(folder: Path, stem: str) -> Path | None:
+    """The table ``stem`` in ``folder`` (``.npy``, ``.csv.gz`` or ``.csv``), even if it is a
+    directory, which reading it then reports."""
     for suffix in (".npy", ".csv.gz", ".csv"):
-        if (folder / f"{stem}{suffix}").is_file():
+        if (folder / f"{stem}{suffix}").exists():
             return folder / f"{stem}{suffix}"
     return None
 
 
 def is_ogb_dir(path: Path) -> bool:
     raw = path / "raw"
-    layout = _find(raw, "edge") is not None or (raw / "data.npz").is_file()
+    layout = _find(raw, "edge") is not None or (raw / "data.npz").exists()
     return layout and (path / "split").is_dir()
 
 
@@ -296,14 +324,12 @@ def _binary_arrays(raw: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, 
     for key in ("edge_index", "node_feat"):
         if key not in graph:
             raise DatasetError(f"{where}: no '{key}' array (have: {sorted(graph)})")
-    edges = np.asarray(graph["edge_index"])
+    edges = check_kind(graph["edge_index"], where, "array 'edge_index' (node ids)")
     if edges.ndim != 2 or edges.shape[0] != 2:
         raise DatasetError(f"{where}: 'edge_index' must have shape [2, E], got {edges.shape}")
-    if not np.issubdtype(edges.dtype, np.integer):
-        raise DatasetError(f"{where}: 'edge_index' must be integers, got {edges.dtype}")
-    features = np.asarray(graph["node_feat"])
+    features = check_kind(graph["node_feat"], where, "array 'node_feat'", "biuf")
     if "num_nodes_list" in graph:
-        count = np.asarray(graph["num_nodes_list"]).reshape(-1)
+        count = check_kind(graph["num_nodes_list"], where, "array 'num_nodes_list'").reshape(-1)
         if count.size != 1 or features.ndim < 1 or int(count[0]) != features.shape[0]:
             raise DatasetError(
                 f"{where}: 'num_nodes_list' says {count.tolist()[:3]} nodes, 'node_feat' has "
@@ -313,16 +339,22 @@ def _binary_arrays(raw: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, str, 
     labels, label_where = open_npz(label_path)
     if "node_label" not in labels:
         raise DatasetError(f"{label_where}: no 'node_label' array (have: {sorted(labels)})")
-    return edges.T, features, np.asarray(labels["node_label"]), where, label_where
+    node_label = check_kind(labels["node_label"], label_where, "array 'node_label'", "iuf")
+    return edges.T, features, node_label, where, label_where
 
 
-def read_table(path: Path, dtype, columns: int | None = None) -> np.ndarray:
+def read_table(
+    path: Path, dtype, columns: int | None = None, what: str = "the table", kinds: str = "iuf"
+) -> np.ndarray:
     """A ``.npy``, ``.csv`` or ``.csv.gz`` numeric table (no header); ``columns``: the width a
-    2-D table must have, if given.
+    2-D table must have, if given; ``what`` names it in messages and ``kinds`` are the dtype
+    kinds a ``.npy`` may have (:func:`~gns_jax.data.dataset.check_kind`: booleans only where
+    given, for features).
 
     For an integer ``dtype`` (edges, node ids, counts) the result is int64, and NaN, infinities,
     fractions and values beyond 2^62 are errors; for a float ``dtype`` it is ``dtype``, NaN kept
-    (OGB's unlabelled nodes; features are checked for finiteness later).
+    (OGB's unlabelled nodes; features are checked for finiteness later). A csv may start with a
+    UTF-8 byte-order mark.
 
     CSV is parsed by NumPy's C tokenizer over the whole text (``np.fromstring`` with ``,``), which
     is about as fast as ``pandas.read_csv`` for numbers; ``nan`` is accepted. Every line must have
@@ -332,9 +364,14 @@ def read_table(path: Path, dtype, columns: int | None = None) -> np.ndarray:
     if path.suffix == ".npy":
         table = _load_npy(path, mmap=False)
         if table.dtype.kind not in "biuf":
-            raise DatasetError(f"{path}: expected a numeric array, got {table.dtype}")
+            why = {"c": " (complex values: the imaginary part would be lost)", "U": " (text)"}
+            raise DatasetError(
+                f"{path}: expected a numeric array, got {table.dtype}"
+                f"{why.get(table.dtype.kind, '')} for {what}"
+            )
+        table = check_kind(table, str(path), what, kinds)
     else:
-        table = _read_csv(path)
+        table = _read_csv(require_file(path))
     if columns is not None and table.ndim == 2 and table.shape[1] not in (columns, 0):
         raise DatasetError(f"{path}: expected {columns} columns, found {table.shape[1]}")
     if not np.issubdtype(np.dtype(dtype), np.integer):
@@ -344,8 +381,8 @@ def read_table(path: Path, dtype, columns: int | None = None) -> np.ndarray:
         raise DatasetError(f"{path}: expected integers, found NaN or infinite values")
     if table.dtype.kind == "f" and np.any(table != np.round(table)):
         raise DatasetError(f"{path}: expected integers, found fractional values")
-    if table.size and table.dtype.kind in "uf" and table.max() > 2**62:
-        raise DatasetError(f"{path}: integer {table.max():.0f} out of range")
+    if table.size and table.dtype.kind in "uf" and float(table.max()) > 2**62:  # no float16 cast
+        raise DatasetError(f"{path}: integer {float(table.max()):.0f} out of range")
     return table.astype(np.int64, copy=False)
 
 
@@ -357,6 +394,7 @@ def _read_csv(path: Path) -> np.ndarray:
             text = f.read(budget + 1)
     except (OSError, EOFError, zlib.error) as e:
         raise DatasetError(f"{path}: cannot read ({e})") from None
+    text = text.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark (Excel writes one)
     if len(text) > budget:
         raise DatasetError(
             f"{path}: more than {budget / 2**30:,.1f} GiB of text (half this machine's memory)"
@@ -398,9 +436,9 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     """Reads an OGB node-property directory (module docs); ``split``: the ``split/`` sub-folder
     (default: the only one, or the first in name order). Labels must be contiguous class ids
     (non-negative or NaN for unlabelled). Errors name the file."""
-    folder = Path(folder)
+    folder = Path(folder).absolute()
     raw = folder / "raw"
-    binary = (raw / "data.npz").is_file()
+    binary = (raw / "data.npz").exists()
     if binary:
         edges, features, raw_labels, where, label_where = _binary_arrays(raw)
         edge_path = feat_path = Path(where)
@@ -412,7 +450,10 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
         for what, p in (("edge", edge_path), ("node-feat", feat_path), ("node-label", label_path)):
             if p is None:
                 raise DatasetError(f"{raw}: no {what}.npy, {what}.csv or {what}.csv.gz")
-    splits = sorted(p for p in (folder / "split").iterdir() if p.is_dir())
+    try:
+        splits = sorted(p for p in (folder / "split").iterdir() if p.is_dir())
+    except OSError as e:
+        raise DatasetError(f"{folder / 'split'}: cannot read ({e.strerror or e})") from None
     if not splits:
         raise DatasetError(f"{folder / 'split'}: no split folder (e.g. split/sales_ranking/)")
     chosen = folder / "split" / split if split else splits[0]
@@ -420,7 +461,7 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
         raise DatasetError(f"{chosen}: no such split (have: {', '.join(p.name for p in splits)})")
 
     if not binary:
-        features = read_table(feat_path, np.float32)
+        features = read_table(feat_path, np.float32, what="the node features", kinds="biuf")
     features = np.asarray(features, dtype=np.float32)
     if features.ndim == 1:
         features = features[:, None]
@@ -432,13 +473,15 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     n = features.shape[0]
     count_path = None if binary else _find(raw, "num-node-list")
     if count_path is not None:
-        count = read_table(count_path, np.int64).reshape(-1)
+        count = read_table(count_path, np.int64, what="the node count", kinds="iuf").reshape(-1)
         if count.size != 1 or int(count[0]) != n:
             raise DatasetError(
                 f"{count_path}: says {count.tolist()[:3]} nodes, {feat_path} has {n} rows"
             )
     if not binary:
-        edges = read_table(edge_path, np.int64)
+        edges = read_table(edge_path, np.int64, what="the edges", kinds="iuf")
+    if edges.size == 0:  # no edges: an empty file, or an empty [0, 2] or [2, 0] array
+        edges = np.zeros((0, 2), np.int64)
     if edges.ndim != 2 or 2 not in edges.shape:
         raise DatasetError(f"{edge_path}: expected an [E, 2] table, got shape {edges.shape}")
     if edges.shape[1] != 2:
@@ -450,8 +493,9 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
         )
     graph = from_edges(edges[:, 0], edges[:, 1], n, name=str(edge_path))
     if not binary:
-        raw_labels = read_table(label_path, np.float64)
-    raw_labels = np.asarray(raw_labels, dtype=np.float64)
+        raw_labels = read_table(label_path, np.float64, what="the class ids", kinds="iuf")
+    with np.errstate(over="ignore", invalid="ignore"):  # uint64 beyond float64: refused below
+        raw_labels = np.asarray(raw_labels, dtype=np.float64)
     if raw_labels.ndim == 2 and raw_labels.shape[1] == 1:
         raw_labels = raw_labels[:, 0]
     if raw_labels.shape != (n,):
@@ -460,8 +504,13 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
             f"{raw_labels.shape}"
         )
     labelled = np.isfinite(raw_labels) & (raw_labels >= 0)
-    if np.any(raw_labels[labelled] != np.round(raw_labels[labelled])):
-        raise DatasetError(f"{label_path}: class ids must be integers")
+    fractional = labelled & (raw_labels != np.round(raw_labels))
+    if fractional.any():
+        node = int(np.flatnonzero(fractional)[0])
+        raise DatasetError(
+            f"{label_path}: class ids must be integers, found {float(raw_labels[node])} at "
+            f"node {node}"
+        )
     if labelled.any() and raw_labels[labelled].max() >= n:
         top = int(np.flatnonzero(labelled & (raw_labels >= n))[0])
         raise DatasetError(
@@ -471,14 +520,30 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
     labels = np.where(labelled, raw_labels, -1).astype(np.int32)
     num_classes = class_count(labels, str(label_path))
     idx = []
+    files = dict(
+        graph=str(edge_path.relative_to(folder)),
+        features=str(feat_path.relative_to(folder)),
+        labels=str(label_path.relative_to(folder)),
+    )
     for part in ("train", "valid", "test"):
         p = _find(chosen, part)
         if p is None:
             raise DatasetError(f"{chosen}: no {part}.npy, {part}.csv or {part}.csv.gz")
-        ids = read_table(p, np.int64).reshape(-1)
+        ids = read_table(p, np.int64, what="the node ids", kinds="iuf").reshape(-1)
         if ids.size and (ids.min() < 0 or ids.max() >= n):
-            raise DatasetError(f"{p}: node ids must lie in [0, {n})")
-        idx.append(np.sort(ids).astype(np.int32))
+            bad = ids[(ids < 0) | (ids >= n)][0]
+            raise DatasetError(f"{p}: node ids must lie in [0, {n}), found {int(bad)}")
+        if not ids.size:
+            raise DatasetError(f"{p}: no node ids (the {part} split is empty)")
+        ids = np.sort(ids)
+        repeats = np.flatnonzero(ids[1:] == ids[:-1])
+        if repeats.size:
+            raise DatasetError(f"{p}: node {int(ids[repeats[0]])} is listed more than once")
+        check_split_labels(
+            labelled, ids, part.replace("valid", "validation"), str(p), label_path.name
+        )
+        idx.append(ids.astype(np.int32))
+        files[part.replace("valid", "validation")] = str(p.relative_to(folder))
     return Dataset(
         name=folder.name,
         graph=graph,
@@ -489,4 +554,4 @@ def read_ogb(folder: str | os.PathLike, split: str | None = None) -> Dataset:
         val_idx=idx[1],
         test_idx=idx[2],
         split=f"ogb:{chosen.name}",
-    ).validate(str(folder))
+    ).validate(str(folder), files=files)

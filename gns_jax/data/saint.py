@@ -46,7 +46,7 @@ from gns_jax.data.dataset import (
     check_label_matrix,
     class_count,
     finish,
-    require,
+    require_file,
 )
 from gns_jax.data.formats import checked_csr, npy_header, open_npz
 from gns_jax.errors import DatasetError
@@ -70,7 +70,7 @@ def _describe(value) -> str:
 
 def _read_json(path: Path, what: str):
     """``json.load`` of ``path`` (UTF-8, a BOM allowed), which must hold a JSON object."""
-    require(path)
+    require_file(path)
     try:
         with open(path, encoding="utf-8-sig") as f:
             value = json.load(f)
@@ -102,7 +102,7 @@ def _int_list(values, path: Path, what: str) -> np.ndarray:
 def _read_features(path: Path, n: int) -> np.ndarray:
     """``feats.npy``: header checked (no pickles, numeric, ``[n, F]``, size of the file, memory
     bound) before the array is read."""
-    require(path)
+    require_file(path)
     try:
         with open(path, "rb") as f:
             shape, dtype = npy_header(f, str(path), "the feature matrix")
@@ -222,6 +222,12 @@ def _check_labelled(labels: np.ndarray, splits, path: Path, name_of: Callable[[i
     unlabelled = labels[:, 0] < 0 if labels.ndim == 2 else labels < 0
     for split_name, idx in zip(("train", "validation", "test"), splits):
         missing = idx[unlabelled[idx]]
+        if missing.size and missing.size == idx.size:
+            label = "training" if split_name == "train" else split_name
+            raise DatasetError(
+                f"{path}: no labelled node in the {label} split (it names none of its "
+                f"{idx.size} nodes)"
+            )
         if missing.size:
             raise DatasetError(
                 f"{path}: node {name_of(int(missing[0]))} is in the {split_name} split but has no "
@@ -297,7 +303,11 @@ def read_graphsaint(folder: str | os.PathLike) -> Dataset:
     labels = _read_labels(map_path, n, row_of)
     _check_labelled(labels, splits, map_path, str)
     features = _read_features(folder / "feats.npy", n)
-    return finish(str(folder), graph, features, labels, tuple(splits), GRAPHSAINT_SPLIT)
+    files = dict(graph=adj_path.name, features="feats.npy", labels=map_path.name)
+    files.update(dict.fromkeys(("train", "validation", "test"), role_path.name))
+    return finish(
+        str(folder), graph, features, labels, tuple(splits), GRAPHSAINT_SPLIT, files=files
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -307,7 +317,7 @@ def read_graphsaint(folder: str | os.PathLike) -> Dataset:
 def graphsage_prefix(folder: Path) -> str | None:
     """The PREFIX of the folder's ``PREFIX-G.json`` (None if it has none); raises DatasetError
     when it holds more than one."""
-    prefixes = sorted(p.name[: -len("-G.json")] for p in folder.glob("*-G.json") if p.is_file())
+    prefixes = sorted(p.name[: -len("-G.json")] for p in folder.glob("*-G.json"))
     if len(prefixes) > 1:
         raise DatasetError(
             f"{folder}: more than one GraphSAGE dataset (prefixes {', '.join(prefixes)}); keep "
@@ -330,8 +340,8 @@ def read_graphsage(folder: str | os.PathLike) -> Dataset:
         folder / f"{prefix}-{suffix}"
         for suffix in ("G.json", "id_map.json", "class_map.json", "feats.npy")
     )
-    for path in (id_path, map_path, feats_path):
-        require(path)
+    for path in (g_path, id_path, map_path, feats_path):
+        require_file(path)
 
     # id_map: node id string -> row; a permutation of 0..N-1.
     id_map = _read_json(id_path, "node id -> row of the feature matrix")
@@ -437,4 +447,6 @@ def read_graphsage(folder: str | os.PathLike) -> Dataset:
     labels = _read_labels(map_path, n, row_of)
     _check_labelled(labels, splits, map_path, lambda row: _describe(names[row]))
     features = _read_features(feats_path, n)
-    return finish(str(folder), graph, features, labels, splits, GRAPHSAGE_SPLIT)
+    files = dict(graph=g_path.name, features=feats_path.name, labels=map_path.name)
+    files.update(dict.fromkeys(("train", "validation", "test"), g_path.name))
+    return finish(str(folder), graph, features, labels, splits, GRAPHSAGE_SPLIT, files=files)

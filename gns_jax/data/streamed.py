@@ -299,7 +299,11 @@ class _npy_file:
 def _header(dtype: np.dtype, shape: tuple) -> bytes:
     buffer = io.BytesIO()
     np.lib.format.write_array_header_1_0(
-        buffer, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-                 "shape": tuple(int(s) for s in shape)}
+        buffer,
+        {
+            "descr": np.lib.format.dtype_to_descr(dtype),
+            "fortran_order": False,
+            "shape": tuple(int(s) for s in shape),
+        },
     )
     return buffer.getvalue()

@@ -232,4 +232,3 @@ def random_split(
     )
     shares = (train, val, 1 - train - val if test is None else test)
     return splits, "random " + "/".join(f"{100 * share:g}" for share in shares)
-
