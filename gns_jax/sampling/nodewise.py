@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gns_jax import flat_random
+from gns_jax import flat_random, native
 from gns_jax.errors import GraphError
 from gns_jax.graph import CSRGraph
 from gns_jax.sampling.base import JittedSampler, cap_fanouts, check_fanouts
@@ -105,12 +105,15 @@ def sample_without_replacement(key: jax.Array, degree: jax.Array, k: int) -> jax
       otherwise. Columns ``>= d_i`` of short rows are unspecified; mask them with
       ``arange(k) < d``.
     """
-    n = degree.shape[0]
+    return _floyd(flat_random.bits(key, (degree.shape[0], k)), degree, k)
+
+
+def _floyd(words: jax.Array, degree: jax.Array, k: int) -> jax.Array:
+    """:func:`sample_without_replacement` given its random ``words`` (uint32 ``[n, k]``)."""
     columns = jnp.arange(k, dtype=jnp.int32)[None, :]
     # Floyd: for j = d-k, ..., d-1 pick t uniform in [0, j]; take t unless already taken, else j.
     # Every k-subset comes out with probability 1 / C(d, k), with exactly k draws per row.
     top = degree[:, None] - k + columns  # j of every draw, [n, k]
-    words = flat_random.bits(key, (n, k))
     draws = (words % jnp.maximum(top + 1, 1).astype(jnp.uint32)).astype(jnp.int32)
 
     # A fori_loop (not a Python loop) keeps compile time flat for large k.
@@ -120,7 +123,7 @@ def sample_without_replacement(key: jax.Array, degree: jax.Array, k: int) -> jax
         taken = jnp.any((chosen == t[:, None]) & (columns < i), axis=1)
         return jax.lax.dynamic_update_index_in_dim(chosen, jnp.where(taken, j, t), i, axis=1)
 
-    chosen = jax.lax.fori_loop(0, k, body, jnp.full((n, k), -1, dtype=jnp.int32))
+    chosen = jax.lax.fori_loop(0, k, body, jnp.full(words.shape, -1, dtype=jnp.int32))
     return jnp.where((degree <= k)[:, None], columns, chosen)
 
 
@@ -129,6 +132,9 @@ def expand_layer(
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Samples ``min(fanout, d_v)`` distinct in-neighbours of every destination. Pure; jittable.
 
+    On a CPU with the native kernels built (:mod:`gns_jax.native`) one sequential pass does it;
+    elsewhere the JAX version below. Both read the same random words and give the same arrays.
+
     Args:
       dst: int32 ``[max_dst]`` global ids, ``-1`` in padding slots.
 
@@ -136,6 +142,24 @@ def expand_layer(
       ``(nbrs, edge_mask, edge_weight)``, each ``[max_dst, fanout]``: neighbour ids (``-1`` where
       masked), real-edge mask, and the mean coefficient ``1 / min(fanout, d_v)`` (0 where masked).
     """
+    data = native.key_data(key) if native.available() else None
+    if data is None:
+        return _expand_layer_jax(topology, dst, key, fanout)
+    return jax.lax.platform_dependent(
+        topology,
+        dst,
+        data,
+        cpu=lambda t, d, kd: native.expand_layer(t.indptr, t.indices, d, kd, fanout),
+        default=lambda t, d, kd: _expand_layer_jax(
+            t, d, jax.random.wrap_key_data(kd, impl="threefry2x32"), fanout
+        ),
+    )
+
+
+def _expand_layer_jax(
+    topology: DeviceTopology, dst: jax.Array, key: jax.Array, fanout: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """:func:`expand_layer` in jitted JAX."""
     valid = dst >= 0
     safe = jnp.where(valid, dst, 0)
     start = topology.indptr[safe]
@@ -154,10 +178,11 @@ def relabel(
     """Builds the source set ``[dst prefix | new nodes | dummy]`` and local sender ids. Jittable.
 
     New nodes (sampled, not destinations) take slots in the order of their first occurrence in
-    ``nbrs`` (row-major). Node-sized scratch arrays hold each node's local slot and first
-    position, and every other step works over the sampled entries, so the cost follows the
-    batch, not the graph: a scatter-min finds first occurrences and a cumulative sum over the
-    entries ranks them.
+    ``nbrs`` (row-major). On a CPU with the native kernels built (:mod:`gns_jax.native`) one
+    sequential pass does it; elsewhere the JAX version, whose scatters give the same arrays:
+    node-sized scratch arrays hold each node's local slot and first position, and every other
+    step works over the sampled entries, so the cost follows the batch, not the graph: a
+    scatter-min finds first occurrences and a cumulative sum over the entries ranks them.
 
     Args:
       num_nodes: static number of nodes of the graph.
@@ -171,6 +196,21 @@ def relabel(
       dropped), and the number of new nodes that did not fit ``max_new`` (0 when all fit; those
       beyond the first ``max_new`` are dropped).
     """
+    if not native.available():
+        return _relabel_jax(num_nodes, dst, nbrs, edge_mask, max_new)
+    return jax.lax.platform_dependent(
+        dst,
+        nbrs,
+        edge_mask,
+        cpu=lambda d, nb, m: native.relabel(num_nodes, d, nb, m, max_new),
+        default=lambda d, nb, m: _relabel_jax(num_nodes, d, nb, m, max_new),
+    )
+
+
+def _relabel_jax(
+    num_nodes: int, dst: jax.Array, nbrs: jax.Array, edge_mask: jax.Array, max_new: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The JAX version of :func:`relabel`."""
     max_dst = dst.shape[0]
     max_src = max_dst + max_new + 1
     sink = num_nodes  # scratch slot for padding ids, so scatters need no branch

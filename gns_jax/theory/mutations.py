@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import gns_jax.cache as cache_lib
+import gns_jax.native as native_lib
 import gns_jax.sampling.gns as gns_lib
 import gns_jax.sampling.nodewise as nodewise_lib
 
@@ -85,6 +86,8 @@ def mutated(name: str | None):
         "small-cache": [(cache_lib, "draw_cache", _small_draw(cache_lib.draw_cache))],
         "first-k": [(nodewise_lib, "sample_without_replacement", _first_k)],
     }[name]
+    # The native CPU kernels (gns_jax.native) bypass the JAX functions patched here.
+    patches.append((native_lib, "available", lambda: False))
     saved = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
     try:
         for module, attr, value in patches:

@@ -1,0 +1,112 @@
+"""Native CPU kernels of the samplers, called from jitted code through JAX's FFI.
+
+``native/sampling.cc`` (built by ``pip install``, as the extension ``gns_jax._native``) holds
+the exact sequential counterparts of two jitted JAX functions of
+:mod:`gns_jax.sampling.nodewise`: :func:`expand_layer` (Floyd's sampling of ``min(k, d_v)``
+neighbours, from the words ``jax.random.bits`` draws from the same key: the kernel computes
+JAX's threefry2x32 itself, which XLA:CPU's took most of the layer's time for) and
+:func:`relabel` (the source set and local
+sender ids). They give the same arrays, element for element (``tests/test_native.py``), so the
+samplers' distributions, keys and numbers do not depend on which one runs.
+
+The samplers call them through ``jax.lax.platform_dependent``: on a CPU the native kernel, on
+an accelerator the JAX version, compiled there with the rest of the sampler (the topology lives
+on the device either way). On a 2-core x86_64 CPU the native input layer of a 1M-node graph is
+several times faster than XLA:CPU's dense ``[n, k]`` program over node-sized scratch arrays
+(``experiments/bench_epoch.py`` measures the sampler).
+
+The extension is optional: without a C++17 compiler at install time (or with
+``GNS_JAX_NATIVE=0`` in the environment) :func:`available` is false and the JAX versions run
+on the CPU too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import importlib.util
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["available", "expand_layer", "key_data", "relabel"]
+
+_TARGETS = {"gns_expand_layer": "GnsExpandLayer", "gns_relabel": "GnsRelabel"}
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    spec = importlib.util.find_spec("gns_jax._native")
+    if spec is None or spec.origin is None:
+        return None
+    library = ctypes.CDLL(spec.origin)
+    for target, symbol in _TARGETS.items():
+        jax.ffi.register_ffi_target(
+            target, jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu"
+        )
+    return library
+
+
+def _require() -> None:
+    if _library() is None:
+        raise RuntimeError(
+            "gns_jax._native is not built (no C++17 compiler at install time?): reinstall "
+            "gns-jax with one, or let the samplers use their JAX versions"
+        )
+
+
+def available() -> bool:
+    """Whether the native CPU kernels are built and enabled (``GNS_JAX_NATIVE`` is not ``0``)."""
+    return os.environ.get("GNS_JAX_NATIVE", "1") != "0" and _library() is not None
+
+
+def key_data(key: jax.Array) -> jax.Array | None:
+    """The uint32 ``[2]`` data of a threefry key whose ``jax.random.bits`` the native kernel
+    reproduces (``jax_threefry_partitionable`` on, JAX's default), else None: then the caller
+    draws the words in JAX."""
+    if not jax.config.jax_threefry_partitionable:
+        return None
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        if str(jax.random.key_impl(key)) != "threefry2x32" or key.shape != ():
+            return None
+        return jax.random.key_data(key)
+    if key.dtype == jnp.uint32 and key.shape == (2,):  # a raw key: the default implementation
+        return key if jax.config.jax_default_prng_impl == "threefry2x32" else None
+    return None
+
+
+def expand_layer(
+    indptr: jax.Array, indices: jax.Array, dst: jax.Array, key: jax.Array, fanout: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(nbrs, edge_mask, edge_weight)`` ``[n, fanout]`` of
+    :func:`gns_jax.sampling.nodewise.expand_layer` for destinations ``dst`` (int32 ``[n]``, -1
+    padding), from :func:`key_data` ``key``: the kernel computes the words
+    ``jax.random.bits(key, (n * fanout,))`` itself, for the rows that need them. CPU only;
+    jittable."""
+    _require()
+    n = dst.shape[0]
+    shapes = (
+        jax.ShapeDtypeStruct((n, fanout), jnp.int32),
+        jax.ShapeDtypeStruct((n, fanout), jnp.bool_),
+        jax.ShapeDtypeStruct((n, fanout), jnp.float32),
+    )
+    call = jax.ffi.ffi_call("gns_expand_layer", shapes, vmap_method="sequential")
+    return call(indptr, indices, dst, key, fanout=np.int64(fanout))
+
+
+def relabel(
+    num_nodes: int, dst: jax.Array, nbrs: jax.Array, edge_mask: jax.Array, max_new: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """``(src_nodes, senders, overflow)`` of :func:`gns_jax.sampling.nodewise.relabel`. CPU only;
+    jittable."""
+    _require()
+    max_src = dst.shape[0] + max_new + 1
+    shapes = (
+        jax.ShapeDtypeStruct((max_src,), jnp.int32),
+        jax.ShapeDtypeStruct(nbrs.shape, jnp.int32),
+        jax.ShapeDtypeStruct((), jnp.int32),
+    )
+    call = jax.ffi.ffi_call("gns_relabel", shapes, vmap_method="sequential")
+    return call(dst, nbrs, edge_mask, num_nodes=np.int64(num_nodes), max_new=np.int64(max_new))
