@@ -1,13 +1,14 @@
 """Native CPU kernels of the samplers, called from jitted code through JAX's FFI.
 
 ``native/sampling.cc`` (built by ``pip install``, as the extension ``gns_jax._native``) holds
-the exact sequential counterparts of two jitted JAX functions of
+the exact sequential counterparts of three jitted JAX functions of
 :mod:`gns_jax.sampling.nodewise`: :func:`expand_layer` (Floyd's sampling of ``min(k, d_v)``
 neighbours, from the words ``jax.random.bits`` draws from the same key: the kernel computes
-JAX's threefry2x32 itself, which XLA:CPU's took most of the layer's time for) and
-:func:`relabel` (the source set and local
-sender ids). They give the same arrays, element for element (``tests/test_native.py``), so the
-samplers' distributions, keys and numbers do not depend on which one runs.
+JAX's threefry2x32 itself, which XLA:CPU's took most of the layer's time for), :func:`relabel`
+(the source set and local sender ids) and :func:`make_block` (relabel and the block's edge
+arrays, compacted, in one pass). They give the same arrays, element for element
+(``tests/test_native.py``), so the samplers' distributions, keys and numbers do not depend on
+which one runs.
 
 The samplers call them through ``jax.lax.platform_dependent``: on a CPU the native kernel, on
 an accelerator the JAX version, compiled there with the rest of the sampler (the topology lives
@@ -31,9 +32,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["available", "expand_layer", "key_data", "relabel"]
+__all__ = ["available", "expand_layer", "key_data", "make_block", "relabel"]
 
-_TARGETS = {"gns_expand_layer": "GnsExpandLayer", "gns_relabel": "GnsRelabel"}
+_TARGETS = {
+    "gns_expand_layer": "GnsExpandLayer",
+    "gns_relabel": "GnsRelabel",
+    "gns_make_block": "GnsMakeBlock",
+}
 
 
 @functools.cache
@@ -110,3 +115,40 @@ def relabel(
     )
     call = jax.ffi.ffi_call("gns_relabel", shapes, vmap_method="sequential")
     return call(dst, nbrs, edge_mask, num_nodes=np.int64(num_nodes), max_new=np.int64(max_new))
+
+
+def make_block(
+    num_nodes: int,
+    dst: jax.Array,
+    nbrs: jax.Array,
+    edge_mask: jax.Array,
+    weight: jax.Array,
+    max_src: int,
+    max_edges: int | None = None,
+) -> tuple[tuple[jax.Array, ...], jax.Array]:
+    """``((src_nodes, senders, receivers, edge_weight), overflow)``: the arrays of
+    :func:`gns_jax.sampling.nodewise.make_block`'s block (without ``dst_mask``) and its overflow,
+    relabelled and, with ``max_edges`` below the number of entries, compacted in one pass. CPU
+    only; jittable."""
+    _require()
+    entries = nbrs.size
+    compact = max_edges is not None and max_edges < entries
+    edges = max_edges if compact else entries
+    shapes = (
+        jax.ShapeDtypeStruct((max_src,), jnp.int32),
+        jax.ShapeDtypeStruct((edges,), jnp.int32),
+        jax.ShapeDtypeStruct((edges,), jnp.int32),
+        jax.ShapeDtypeStruct((edges,), jnp.float32),
+        jax.ShapeDtypeStruct((), jnp.int32),
+    )
+    call = jax.ffi.ffi_call("gns_make_block", shapes, vmap_method="sequential")
+    *arrays, overflow = call(
+        dst,
+        nbrs,
+        edge_mask,
+        weight.astype(jnp.float32),
+        num_nodes=np.int64(num_nodes),
+        max_new=np.int64(max_src - dst.shape[0] - 1),
+        max_edges=np.int64(max_edges if compact else -1),
+    )
+    return tuple(arrays), overflow

@@ -157,21 +157,12 @@ std::vector<int32_t>& Scratch(int64_t size) {
 
 constexpr int32_t kDropped = -2;  // a new node beyond max_new: counted once, never a slot
 
-ffi::Error Relabel(ffi::Buffer<ffi::S32> dst, ffi::Buffer<ffi::S32> nbrs,
-                   ffi::Buffer<ffi::PRED> mask, ffi::ResultBuffer<ffi::S32> src_nodes,
-                   ffi::ResultBuffer<ffi::S32> senders, ffi::ResultBuffer<ffi::S32> overflow,
-                   int64_t num_nodes, int64_t max_new) {
-  const int64_t max_dst = dst.element_count();
-  const int64_t entries = nbrs.element_count();
+// relabel's arrays for raw pointers: src [max_dst + max_new + 1], snd [entries]; returns the
+// overflow (new nodes beyond max_new).
+int32_t RelabelCore(const int32_t* d, int64_t max_dst, const int32_t* nb, const bool* m,
+                    int64_t entries, int64_t num_nodes, int64_t max_new, int32_t* src,
+                    int32_t* snd) {
   const int64_t max_src = max_dst + max_new + 1;
-  if (mask.element_count() != entries) {
-    return ffi::Error::InvalidArgument("gns_relabel: nbrs and mask differ in size");
-  }
-  const int32_t* d = dst.typed_data();
-  const int32_t* nb = nbrs.typed_data();
-  const bool* m = mask.typed_data();
-  int32_t* src = src_nodes->typed_data();
-  int32_t* snd = senders->typed_data();
   std::vector<int32_t>& local = Scratch(num_nodes);
   std::vector<int32_t> dropped;
   for (int64_t i = 0; i < max_dst; ++i) {
@@ -208,7 +199,75 @@ ffi::Error Relabel(ffi::Buffer<ffi::S32> dst, ffi::Buffer<ffi::S32> nbrs,
     if (src[s] >= 0) local[src[s]] = -1;
   }
   for (const int32_t v : dropped) local[v] = -1;
-  *overflow->typed_data() = static_cast<int32_t>(count > max_new ? count - max_new : 0);
+  return static_cast<int32_t>(count > max_new ? count - max_new : 0);
+}
+
+ffi::Error Relabel(ffi::Buffer<ffi::S32> dst, ffi::Buffer<ffi::S32> nbrs,
+                   ffi::Buffer<ffi::PRED> mask, ffi::ResultBuffer<ffi::S32> src_nodes,
+                   ffi::ResultBuffer<ffi::S32> senders, ffi::ResultBuffer<ffi::S32> overflow,
+                   int64_t num_nodes, int64_t max_new) {
+  if (mask.element_count() != nbrs.element_count()) {
+    return ffi::Error::InvalidArgument("gns_relabel: nbrs and mask differ in size");
+  }
+  *overflow->typed_data() =
+      RelabelCore(dst.typed_data(), dst.element_count(), nbrs.typed_data(), mask.typed_data(),
+                  nbrs.element_count(), num_nodes, max_new, src_nodes->typed_data(),
+                  senders->typed_data());
+  return ffi::Error::Success();
+}
+
+// make_block of nodewise.py: relabel, then the block's edge arrays, in place ([max_dst, width]
+// entries, max_edges < 0) or the kept edges compacted in order into max_edges slots.
+ffi::Error MakeBlock(ffi::Buffer<ffi::S32> dst, ffi::Buffer<ffi::S32> nbrs,
+                     ffi::Buffer<ffi::PRED> mask, ffi::Buffer<ffi::F32> weight,
+                     ffi::ResultBuffer<ffi::S32> src_nodes, ffi::ResultBuffer<ffi::S32> senders,
+                     ffi::ResultBuffer<ffi::S32> receivers,
+                     ffi::ResultBuffer<ffi::F32> edge_weight,
+                     ffi::ResultBuffer<ffi::S32> overflow, int64_t num_nodes, int64_t max_new,
+                     int64_t max_edges) {
+  const int64_t max_dst = dst.element_count();
+  const int64_t entries = nbrs.element_count();
+  if (mask.element_count() != entries || weight.element_count() != entries || max_dst == 0) {
+    return ffi::Error::InvalidArgument("gns_make_block: nbrs, mask and weight differ in size");
+  }
+  const int64_t width = entries / max_dst;
+  const int32_t dummy_src = static_cast<int32_t>(max_dst + max_new);
+  const int32_t dummy_dst = static_cast<int32_t>(max_dst - 1);
+  const float* w = weight.typed_data();
+  int32_t* snd = senders->typed_data();
+  int32_t* rcv = receivers->typed_data();
+  float* wt = edge_weight->typed_data();
+  const bool compact = max_edges >= 0;
+  std::vector<int32_t> local_senders(compact ? static_cast<size_t>(entries) : 0);
+  int32_t* all = compact ? local_senders.data() : snd;
+  int64_t over = RelabelCore(dst.typed_data(), max_dst, nbrs.typed_data(), mask.typed_data(),
+                             entries, num_nodes, max_new, src_nodes->typed_data(), all);
+  if (!compact) {
+    for (int64_t e = 0; e < entries; ++e) {
+      const bool kept = all[e] != dummy_src;  // masked and dropped entries hold the dummy
+      rcv[e] = kept ? static_cast<int32_t>(e / width) : dummy_dst;
+      wt[e] = kept ? w[e] : 0.0f;
+    }
+  } else {
+    int64_t out = 0, kept_total = 0;
+    for (int64_t e = 0; e < entries; ++e) {
+      if (all[e] == dummy_src) continue;
+      ++kept_total;
+      if (out < max_edges) {
+        snd[out] = all[e];
+        rcv[out] = static_cast<int32_t>(e / width);
+        wt[out] = w[e];
+        ++out;
+      }
+    }
+    for (; out < max_edges; ++out) {
+      snd[out] = dummy_src;
+      rcv[out] = dummy_dst;
+      wt[out] = 0.0f;
+    }
+    over += kept_total > max_edges ? kept_total - max_edges : 0;
+  }
+  *overflow->typed_data() = static_cast<int32_t>(over);
   return ffi::Error::Success();
 }
 
@@ -235,3 +294,18 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(GnsRelabel, Relabel,
                                   .Ret<ffi::Buffer<ffi::S32>>()  // overflow []
                                   .Attr<int64_t>("num_nodes")
                                   .Attr<int64_t>("max_new"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(GnsMakeBlock, MakeBlock,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // dst [max_dst]
+                                  .Arg<ffi::Buffer<ffi::S32>>()  // nbrs [max_dst, width]
+                                  .Arg<ffi::Buffer<ffi::PRED>>()  // edge mask
+                                  .Arg<ffi::Buffer<ffi::F32>>()  // edge weight
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // src_nodes [max_src]
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // senders [edges]
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // receivers [edges]
+                                  .Ret<ffi::Buffer<ffi::F32>>()  // edge weight [edges]
+                                  .Ret<ffi::Buffer<ffi::S32>>()  // overflow []
+                                  .Attr<int64_t>("num_nodes")
+                                  .Attr<int64_t>("max_new")
+                                  .Attr<int64_t>("max_edges"));

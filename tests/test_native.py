@@ -149,3 +149,18 @@ def test_whole_batches_equal_with_the_kernels_off(setup, monkeypatch, kind):
     assert len(with_kernels) == len(without)
     for a, b in zip(with_kernels, without, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("max_edges", [None, 10_000, 700, 50])
+@pytest.mark.parametrize("max_new", [2000, 60])
+def test_make_block_equals_the_jax_version(setup, max_edges, max_new):
+    graph, topology, dst = setup
+    nbrs, mask, weight = nw.expand_layer(jax.random.key(4), topology, dst, 10)
+    max_src = dst.shape[0] + max_new + 1
+    want = nw._make_block_jax(graph.num_nodes, dst, nbrs, mask, weight, max_src, max_edges)
+    got = nw.make_block(graph.num_nodes, dst, nbrs, mask, weight, max_src, max_edges)
+    for w, g in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+        assert w.dtype == g.dtype and w.shape == g.shape
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    if max_edges is not None and max_edges < 1000 or max_new < 100:
+        assert int(got[1]) > 0  # the overflow, counted the same

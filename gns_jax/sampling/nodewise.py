@@ -247,7 +247,38 @@ def make_block(
     With ``max_edges`` below ``max_dst * width`` (a calibrated budget) the real edges are
     compacted, in order, into ``max_edges`` slots. Returns the block and the number of nodes and
     edges that did not fit (they become padding; a non-zero count marks the batch invalid).
+    On a CPU with the native kernels built (:mod:`gns_jax.native`) one pass does it all; the
+    JAX version gives the same arrays.
     """
+    if not native.available():
+        return _make_block_jax(num_nodes, dst, nbrs, edge_mask, weight, max_src, max_edges)
+
+    def cpu(d, nb, m, w):
+        (src_nodes, senders, receivers, edge_weight), overflow = native.make_block(
+            num_nodes, d, nb, m, w, max_src, max_edges
+        )
+        return Block(src_nodes, senders, receivers, edge_weight, dst_mask=d >= 0), overflow
+
+    return jax.lax.platform_dependent(
+        dst,
+        nbrs,
+        edge_mask,
+        weight,
+        cpu=cpu,
+        default=lambda d, nb, m, w: _make_block_jax(num_nodes, d, nb, m, w, max_src, max_edges),
+    )
+
+
+def _make_block_jax(
+    num_nodes: int,
+    dst: jax.Array,
+    nbrs: jax.Array,
+    edge_mask: jax.Array,
+    weight: jax.Array,
+    max_src: int,
+    max_edges: int | None = None,
+) -> tuple[Block, jax.Array]:
+    """The JAX version of :func:`make_block`."""
     max_dst = dst.shape[0]
     src_nodes, senders, overflow = relabel(
         num_nodes, dst, nbrs, edge_mask, max_new=max_src - max_dst - 1
