@@ -9,7 +9,11 @@ once, in the warm-up epoch; the estimate of a full epoch adds one refresh (its m
 the per-batch time scaled to the whole training set. Per configuration: seconds per batch, the
 time split per batch (sample, gather, h2d, step, wait), rows and bytes moved host->device per
 batch, the peak resident memory of the run, and compilations. Evaluation is off (it is not part
-of an epoch's cost).
+of an epoch's cost). After each run, a plain copy of the bytes its gather moved per batch
+(``np.copyto`` between preallocated contiguous buffers, split over the gather's threads; median
+of 5) is timed, and ``gather_vs_copy`` holds the gather phase against it (median over rounds);
+with ``--prefetch`` above 0 the gather runs beside the step, so ``--prefetch 0`` gives the
+gather's own pace.
 
 With ``--pyg`` (in the environment ``make peers`` builds: CPU PyTorch and torch_geometric with
 torch-sparse) it also times, on the same graph: PyG's ``NeighborLoader`` with the same fan-outs
@@ -50,7 +54,8 @@ import numpy as np
 from gns_jax.data import load_dataset
 from gns_jax.data.ondisk import save_dataset
 from gns_jax.factories import make_loader, make_sampler, prepare_features
-from gns_jax.features import FeatureLoader
+from gns_jax.features import FeatureLoader, _aligned_empty
+from gns_jax.gather import copy_rows
 from gns_jax.hostmem import keep_freed_memory
 from gns_jax.instrument import TransferMeter, environment, peak_rss_gib, reset_peak_rss
 from gns_jax.sampling import NodeWiseSampler
@@ -102,6 +107,34 @@ def timed_subset(dataset, args):
     )
 
 
+COPY_REPEATS = 5
+
+
+def row_bytes(features: np.ndarray) -> tuple[int, np.dtype]:
+    """Columns and dtype of a gathered row as the loader's host buffer holds it (float16 when
+    the store is, float32 otherwise: :class:`gns_jax.features.FeatureLoader`)."""
+    return features.shape[1], np.dtype(np.float16 if features.dtype == np.float16 else np.float32)
+
+
+def plain_copy_s(rows: float, width: int, dtype: np.dtype, repeats: int = COPY_REPEATS) -> float:
+    """Seconds for a plain copy of the bytes of ``rows`` gathered rows: ``np.copyto`` between two
+    preallocated, already written, 64-byte aligned contiguous ``[rows, width]`` buffers, split
+    over the gather's threads (:func:`gns_jax.gather.copy_rows`); one warm-up, then the median
+    of ``repeats``. The gather phase is held against it (``gather_vs_copy``)."""
+    n = max(int(round(rows)), 1)
+    source = _aligned_empty((n, width), dtype)
+    target = _aligned_empty((n, width), dtype)
+    source.fill(1)
+    target.fill(0)
+    copy_rows(source, target)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        copy_rows(source, target)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def bench_ours(dataset, args) -> dict:
     subset = timed_subset(dataset, args)
     epoch_batches = -(-dataset.train_idx.size // args.batch_size)
@@ -117,6 +150,9 @@ def bench_ours(dataset, args) -> dict:
             wall = time.perf_counter() - start
             # The timed epoch has no cache refresh (cache_refresh=2); an epoch estimate adds one.
             timed = result["epochs"][1]["time_s"]
+            # A plain copy of the bytes a batch's gather moved, right after this run (so that
+            # it meets the machine's state of the moment, as the run did).
+            copy_s = plain_copy_s(result["h2d_rows_per_batch"], *row_bytes(dataset.features))
             runs[name].append(
                 dict(
                     batch_s=timed / args.batches,
@@ -131,13 +167,15 @@ def bench_ours(dataset, args) -> dict:
                     cache_refresh_s=result["cache_refresh_s"],
                     input_slots=result["budget"]["input_slots"],
                     growths=result["budget"]["growths"],
+                    copy_s=copy_s,
                 )
             )
             print(
                 f"round {r + 1}/{args.rounds} {name:>24}: {runs[name][-1]['batch_s']:.3f} s/batch, "
                 f"{result['h2d_rows_per_batch']:,.0f} rows/batch, wait "
-                f"{result['input_wait_fraction']:.2f}, "
-                f"peak {runs[name][-1]['peak_rss_gib']:.1f} GiB",
+                f"{result['input_wait_fraction']:.2f}, gather "
+                f"{1e3 * result['time_split_s'].get('gather', 0):.1f} ms against a plain copy "
+                f"{1e3 * copy_s:.1f} ms, peak {runs[name][-1]['peak_rss_gib']:.1f} GiB",
                 file=sys.stderr,
                 flush=True,
             )
@@ -168,6 +206,11 @@ def bench_ours(dataset, args) -> dict:
                 split={
                     k: float(np.median([x["split"].get(k, 0.0) for x in xs])) for k in split_keys
                 },
+                copy_ms=1e3 * float(np.median([x["copy_s"] for x in xs])),
+                # per round (each run against the copy measured right after it), then the median
+                gather_vs_copy=float(
+                    np.median([x["split"].get("gather", 0.0) / x["copy_s"] for x in xs])
+                ),
             )
         )
     ns_epoch = next(r["epoch_s"] for r in rows if r["config"] == reference)
@@ -342,14 +385,25 @@ def input_side_inline(subset, args) -> dict:
         )
         for _ in loader.batches(0, 2):  # calibrates, draws the cache, compiles
             pass
-        inputs = 0
+        inputs = moved = 0
         for batch in loader.batches(1, 2):  # the second epoch again: its shapes are compiled
             inputs += batch.num_inputs
+            moved += batch.rows_moved
         seconds = loader.watch.seconds
-        split = {k: seconds.get(k, 0.0) / max(loader.timed_batches, 1) for k in INPUT_PHASES}
-        out[name] = dict(split=split, input_nodes=inputs / max(loader.timed_batches, 1))
+        batches = max(loader.timed_batches, 1)
+        split = {k: seconds.get(k, 0.0) / batches for k in INPUT_PHASES}
+        copy_s = plain_copy_s(moved / batches, *row_bytes(subset.features))
+        out[name] = dict(
+            split=split,
+            input_nodes=inputs / batches,
+            rows_moved=moved / batches,
+            copy_s=copy_s,
+            gather_vs_copy=split["gather"] / copy_s,
+        )
         print(
-            f"in line {name:>10}: " + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in split.items()),
+            f"in line {name:>10}: "
+            + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in split.items())
+            + f"; plain copy {1e3 * copy_s:.1f} ms",
             file=sys.stderr,
             flush=True,
         )
@@ -426,6 +480,8 @@ def dgl_summary(dgl_runs: list[dict], inline: list[dict], ours: dict) -> dict:
             training_split_ms={k: 1e3 * v for k, v in train["split"].items()},
             train_batch_s=train["batch_s"],
             input_ratio=(1 / input_s) / dgl["input_batches_per_s"],
+            copy_ms=1e3 * mean([run[name]["copy_s"] for run in inline]),
+            gather_vs_copy=mean([run[name]["gather_vs_copy"] for run in inline]),
             train_ratio=dgl["train_batch_s"] / train["batch_s"],
         )
     first = dgl_runs[0]
@@ -489,13 +545,20 @@ def markdown(result: dict) -> str:
         f"{','.join(map(str, result['args']['fanouts']))}, batch {result['args']['batch_size']}, "
         f"hidden {result['args']['hidden']}, prefetch {result['args']['prefetch']}; "
         f"{result['args']['batches']} timed batches x {result['args']['rounds']} rounds "
-        f"(medians); a full epoch is {ours['epoch_batches']} batches.",
+        f"(medians); a full epoch is {ours['epoch_batches']} batches. Times in s per batch; "
+        "copy: a plain copy of the bytes the batch's gather moved (contiguous, preallocated, "
+        "on the gather's threads), measured after each run; gather / copy: per run, median"
+        + (
+            " (the gather runs in the prefetch thread, beside the step)."
+            if result["args"]["prefetch"]
+            else "."
+        ),
         "",
         "| config | s/batch | batch vs NS | epoch s (est.) | epoch vs NS | input nodes (slots) "
         "| rows/batch "
-        "| rows vs NS | MiB/batch | sample | gather | h2d | step | wait frac. | peak RSS GiB "
-        "| compilations (growths) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| rows vs NS | MiB/batch | sample | gather | copy | gather / copy | h2d | step "
+        "| wait frac. | peak RSS GiB | compilations (growths) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in ours["rows"]:
         sp = r["split"]
@@ -504,7 +567,8 @@ def markdown(result: dict) -> str:
             f"| {r['epoch_vs_ns']:.3f} "
             f"| {r['input_nodes']:,.0f} ({r['input_slots']:,}) | {r['h2d_rows']:,.0f} "
             f"| {r['rows_vs_ns']:.3f} | {r['h2d_mib']:.1f} "
-            f"| {sp.get('sample', 0):.3f} | {sp.get('gather', 0):.3f} | {sp.get('h2d', 0):.3f} "
+            f"| {sp.get('sample', 0):.3f} | {sp.get('gather', 0):.3f} | {r['copy_ms'] / 1e3:.3f} "
+            f"| {r['gather_vs_copy']:.2f} | {sp.get('h2d', 0):.3f} "
             f"| {sp.get('step', 0):.3f} | {r['wait']:.2f} | {r['peak_rss_gib']:.1f} "
             f"| {r['compilations']} ({r['growths']}) |"
         )

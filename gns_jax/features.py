@@ -2,9 +2,11 @@
 
 Per batch, the ids of the input nodes come back from the sampling device. Rows of nodes in the
 device cache (GNS) are gathered on the accelerator; only the other rows are gathered from the host
-store (NumPy; a memory-mapped array works too), in node-id order (file order), with one copy
-(split over up to four threads) into a buffer whose row count is the number of missing rows
-rounded up to a bucket (at most 12.5 % more). Only that buffer (float16 when the store is,
+store (NumPy; a memory-mapped array works too), in node-id order (file order; the ids sorted
+with a bitmap, :func:`gns_jax.gather.sorted_order`), with one copy (split over up to four
+threads, :func:`gns_jax.gather.take_rows`) into the loader's host buffer, kept from batch to
+batch, of which a batch uses the number of missing rows rounded up to a bucket (at most 12.5 %
+more). Only that buffer (float16 when the store is,
 float32 otherwise) and an int32 rank per row cross to the accelerator (counted under the tag
 ``"features"``); on JAX's CPU backend the buffer, allocated 64-byte aligned, is used in place. A
 small jitted ``assemble`` then builds the fixed ``[max_src, F]`` float32 input of the train step,
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import threading
 from typing import NamedTuple
 
 import jax
@@ -24,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from gns_jax.cache import DeviceCache
-from gns_jax.gather import take_rows
+from gns_jax.gather import SortScratch, sorted_order, take_rows
 from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
 from gns_jax.sampling.budget import bucket
 
@@ -172,6 +175,11 @@ class FeatureLoader:
         self._traces = CompileCounter()
         self._assemble = jax.jit(self._traces.wrap(_assemble))
         self._no_cache = {}
+        # Kept between batches, used by one load at a time (the lock): the host buffer the
+        # rows are gathered into and the bitmap their ids are sorted in.
+        self._host: np.ndarray | None = None
+        self._scratch = SortScratch()
+        self._lock = threading.Lock()
 
     @property
     def compilations(self) -> int:
@@ -204,6 +212,10 @@ class FeatureLoader:
         ``h2d`` (the buffer to the device and the on-device assembly, waited for).
         """
         watch = watch or Stopwatch()
+        with self._lock:
+            return self._load(src_nodes, cache, watch, device)
+
+    def _load(self, src_nodes, cache, watch, device) -> tuple[jax.Array, int, int]:
         with watch("gather"):
             if cache is None:
                 slots, cache_rows = self._empty_cache(src_nodes, device)
@@ -219,12 +231,11 @@ class FeatureLoader:
             size = bucket(n)
             # Rows are read in node-id order (file order for a memory-mapped store, and faster
             # in memory too); rank[k] is where the k-th wanted row (slot order) landed.
-            order = np.argsort(wanted)
+            ordered, wanted_rank = sorted_order(wanted, self._scratch)
             rank = np.zeros(size, dtype=np.int32)
-            rank[order] = np.arange(n, dtype=np.int32)
-            buffer = _aligned_empty((size, self.features.shape[1]), self._dtype)
+            rank[:n] = wanted_rank
+            buffer = self._buffer(size)
             buffer[n:] = 0
-            ordered = wanted[order]
             own = int(np.searchsorted(ordered, self.features.shape[0]))  # then mean rows
             counter = self.meter.page_cache
             take_rows(self.features, ordered[:own], buffer[:own], counter)
@@ -235,4 +246,15 @@ class FeatureLoader:
             rows, rank = self.meter.put((buffer, rank), tag="features", device=device)
             x = self._assemble(rows, rank, src_nodes, slots, cache_rows)
             x = jax.block_until_ready(x)
+            del rows  # the buffer is free again (on a CPU device, `rows` is the buffer itself)
         return x, int(np.count_nonzero(ids >= 0)), int(wanted.shape[0])
+
+    def _buffer(self, size: int) -> np.ndarray:
+        """The first ``size`` rows of this loader's host buffer, 64-byte aligned, reused from
+        batch to batch (grown when a batch needs more rows): no allocation of a batch's bytes,
+        whose fresh pages would each fault in (glibc maps so large a block anew unless
+        :func:`gns_jax.hostmem.keep_freed_memory` is set)."""
+        if self._host is None or self._host.shape[0] < size:
+            self._host = None  # freed before the larger one is made
+            self._host = _aligned_empty((size, self.features.shape[1]), self._dtype)
+        return self._host[:size]

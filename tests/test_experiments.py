@@ -29,6 +29,9 @@ def test_bench_epoch_reports_ns_and_gns_side_by_side(tmp_path, capsys):
     for r in rows.values():
         assert r["batch_s"] > 0 and r["compilations"] >= 1 and 0 <= r["wait"] <= 1
         assert {"sample", "gather", "h2d", "step", "wait"} <= set(r["split"])
+        assert r["copy_ms"] > 0 and r["gather_vs_copy"] > 0
+        runs = result["ours"]["runs"][r["config"]]
+        assert r["gather_vs_copy"] == np.median([x["split"]["gather"] / x["copy_s"] for x in runs])
     assert result["hardware"]["backend"] == jax.default_backend()
     assert "glibc_tunables" in result["hardware"]
     assert "| NS |" in (tmp_path / "bench_epoch.md").read_text()
