@@ -13,12 +13,17 @@ the cached feature rows plus one zero dummy row, and the cached-neighbour adjace
 edges whose source is cached) that the GNS sampler draws the input layer from, plus the complement
 (edges from non-cached sources) for cache-first upper layers. Every shape depends only on the
 graph and ``m``, never on how many draws were duplicates, so a refresh never recompiles anything.
+
+Schedule: :class:`CacheSchedule` keeps a run's cache epoch by epoch, as the loader uses it:
+drawn at epoch 0 and every ``refresh`` epochs, one replica per device, and rebuilt from its
+distinct ids when a run resumes between two draws.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import jax
@@ -28,11 +33,12 @@ from gns_jax.config import DISTRIBUTIONS, check_cache_fraction
 from gns_jax.errors import ConfigError
 from gns_jax.gather import take_rows
 from gns_jax.graph import CSRGraph
-from gns_jax.instrument import PageCacheCounter
+from gns_jax.instrument import PageCacheCounter, TransferMeter
 
 __all__ = [
     "DISTRIBUTIONS",
     "CacheSnapshot",
+    "CacheSchedule",
     "DeviceCache",
     "build_device_cache",
     "cache_distribution",
@@ -352,3 +358,100 @@ def build_device_cache(
     )
     build_s = time.perf_counter() - start
     return put(host), build_s
+
+
+class CacheSchedule:
+    """A run's GNS cache, epoch by epoch: drawn at epoch 0 and every ``refresh`` epochs, its
+    device arrays (:func:`build_device_cache`) replicated on every device of ``devices``.
+
+    Args:
+      graph, features: the graph and the feature store the cached rows are read from.
+      sampler: the sampler that reads the cache (its ``cache_size``, ``needs_other`` and the
+        number of layers, ``len(fanouts)``, for the random-walk distribution).
+      dist: the distribution (:func:`cache_distribution`).
+      refresh: redraw every this many epochs.
+      rng: the generator of the draw made at an epoch (the loader's ``(seed, CACHE, epoch)``).
+      meter: counts the bytes put, under the tag ``"cache"``, and the rows read from a mapped
+        store (``meter.page_cache``).
+      devices: where replicas live (``None``: the default device).
+      train_idx: the training nodes (the random-walk distribution starts there).
+      means: the neighbour means (an exact input layer), cached beside the rows.
+
+    Attributes:
+      epoch: the epoch at which the cache in use was drawn (-1: none yet).
+      ids: int32 ``[num_cached]``, its distinct nodes (None: none yet).
+    """
+
+    def __init__(
+        self,
+        graph: CSRGraph,
+        features: np.ndarray,
+        sampler,
+        *,
+        dist: str,
+        refresh: int,
+        rng: Callable[[int], np.random.Generator],
+        meter: TransferMeter,
+        devices: Sequence = (None,),
+        train_idx: np.ndarray | None = None,
+        means: np.ndarray | None = None,
+    ):
+        self.graph, self.features, self.means = graph, features, means
+        self.size, self.with_other = sampler.cache_size, sampler.needs_other
+        self.refresh, self.rng, self.meter, self.devices = int(refresh), rng, meter, tuple(devices)
+        self.probs = cache_distribution(
+            graph, dist, train_idx=train_idx, num_steps=len(sampler.fanouts), features=features
+        )
+        self.nonempty = nonempty_probability(
+            graph, inclusion_probability(self.probs, self.size), self.size
+        )
+        self.epoch, self.ids = -1, None
+        self._replicas: dict = {}  # device -> its DeviceCache
+
+    def on(self, device) -> DeviceCache | None:
+        """The replica on ``device`` (None before :meth:`for_epoch`)."""
+        return self._replicas.get(device)
+
+    def restore(self, epoch: int, ids: np.ndarray | None) -> None:
+        """Takes up a saved cache: drawn at ``epoch``, with distinct nodes ``ids``; its device
+        arrays are rebuilt by the next :meth:`for_epoch`."""
+        self.epoch, self.ids, self._replicas = int(epoch), ids, {}
+
+    def for_epoch(self, epoch: int) -> tuple[float, int, int] | None:
+        """Puts epoch ``epoch``'s cache on the devices, if it is not there: a fresh draw when a
+        refresh is due at ``epoch``, else the draw in use (rebuilt from :attr:`ids` when it is
+        the one a resumed run was using). Returns ``(seconds, num_cached, bytes)`` for a
+        scheduled refresh at ``epoch``, None otherwise."""
+        due = epoch - epoch % self.refresh  # the epoch whose cache is in use
+        if epoch % self.refresh == 0 and self.epoch != epoch:
+            return self._build(epoch, None)  # a scheduled refresh
+        if not self._replicas or self.epoch != due:
+            same = self.epoch == due and self.ids is not None
+            self._build(due, self.ids if same else None)  # resumed
+        return None
+
+    def _build(self, epoch: int, ids: np.ndarray | None) -> tuple[float, int, int]:
+        """The cache of ``epoch`` on every device, from ``ids`` or a fresh draw; returns the
+        seconds it took, the distinct nodes and the bytes put on the devices."""
+        start = time.perf_counter()
+        bytes_before = self.meter.bytes_by_tag["cache"]
+        if ids is None:
+            snapshot = draw_cache(self.rng(epoch), self.probs, self.size)
+        else:
+            snapshot = snapshot_from_ids(ids, self.probs, self.size)
+        put = self.meter.put
+        self._replicas, _ = build_device_cache(
+            self.graph,
+            self.features,
+            snapshot,
+            put=lambda host: {d: put(host, tag="cache", device=d) for d in self.devices},
+            with_other=self.with_other,
+            means=self.means,
+            nonempty=self.nonempty,
+            page_cache=self.meter.page_cache,
+        )
+        jax.block_until_ready(list(self._replicas.values()))
+        self.epoch = epoch
+        self.ids = snapshot.node_ids[: snapshot.num_cached]
+        moved = self.meter.bytes_by_tag["cache"] - bytes_before
+        return time.perf_counter() - start, snapshot.num_cached, moved

@@ -14,17 +14,22 @@ It keeps, in order of use:
   whole run) ``fold_in(fold_in(key(seed), SAMPLE), t)``. Nothing depends on how far a previous
   iterator got, so a run resumed at any batch draws exactly what an uninterrupted one draws;
 * **the GNS cache**, when the sampler reads one (``sampler.uses_cache``): drawn at epoch 0 and
-  every ``cache_refresh`` epochs (:func:`gns_jax.cache.draw_cache`), its features and cached
-  adjacency put on the device (:func:`gns_jax.cache.build_device_cache`);
+  every ``cache_refresh`` epochs, its features and cached adjacency put on every device
+  (:class:`gns_jax.cache.CacheSchedule`);
 * **the budget**: the sampler's exact worst case, or one calibrated on the first
   ``CALIBRATION_BATCHES`` batches and grown (never truncated) when a batch overflows it
-  (:mod:`gns_jax.sampling.budget`); every growth is reported and counted;
+  (:class:`gns_jax.sampling.budget.BudgetPolicy`); every growth is reported and counted;
 * **the host gather and the transfer**: the input rows that are not cached are read from the host
   store and moved (:class:`gns_jax.features.FeatureLoader`); every byte is counted by a
   :class:`~gns_jax.instrument.TransferMeter`;
 * **the prefetch**: all of it runs in a background thread up to ``prefetch`` batches ahead of the
   consumer (:class:`gns_jax.prefetch.Prefetcher`), and the phases are timed (``sample``,
   ``gather``, ``h2d``).
+
+Every batch takes one path (:meth:`Loader._batch`): its shards' seeds and keys, sampling under
+the budget (an overflow grows it and samples again), the gather and transfer of each shard's
+input rows, and the shards stacked into the global batch. One device is one shard; with
+``parallel`` a batch has one shard per device of the mesh, and this process takes its own.
 
 Each :class:`Batch` carries its device arrays (:class:`DeviceBatch`, what the train step reads),
 its position, what it moved, and the loader's :class:`LoaderState` right after it, from which
@@ -33,24 +38,16 @@ its position, what it moved, and the loader's :class:`LoaderState` right after i
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gns_jax.cache import (
-    build_device_cache,
-    cache_distribution,
-    draw_cache,
-    inclusion_probability,
-    nonempty_probability,
-    snapshot_from_ids,
-)
+from gns_jax.cache import CacheSchedule, DeviceCache
 from gns_jax.config import BUDGETS
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
@@ -59,19 +56,12 @@ from gns_jax.instrument import Stopwatch, TransferMeter
 from gns_jax.parallel import DataParallel
 from gns_jax.prefetch import Prefetcher
 from gns_jax.sampling.base import Sampler
-from gns_jax.sampling.blocks import Block
-from gns_jax.sampling.budget import (
-    CALIBRATION_BATCHES,
-    CALIBRATION_MARGIN,
-    GROWTH_MARGIN,
-    Budget,
-    LayerSizes,
-)
+from gns_jax.sampling.blocks import Block, MiniBatch
+from gns_jax.sampling.budget import Budget, BudgetPolicy
 
 __all__ = ["BUDGETS", "Batch", "DeviceBatch", "Loader", "LoaderState"]
 
 SHUFFLE, SAMPLE, DROPOUT, INIT, CACHE, CALIBRATE = 0, 1, 2, 3, 4, 5  # one stream a purpose
-AUTO_SAVING = 0.75  # auto keeps the worst case unless calibration cuts a layer's slots below this
 
 
 class DeviceBatch(NamedTuple):
@@ -172,6 +162,17 @@ class Batch(NamedTuple):
     state: LoaderState
 
 
+class _Lane(NamedTuple):
+    """One shard of a batch as this process samples it: its seeds (unpadded, then padded on
+    ``device``) and its key."""
+
+    shard: int
+    device: jax.Device | None
+    ids: np.ndarray
+    seeds: jax.Array
+    key: jax.Array
+
+
 @jax.jit
 def _seed_labels(labels: jax.Array, seeds: jax.Array) -> tuple[jax.Array, jax.Array]:
     return labels[jnp.maximum(seeds, 0)], seeds >= 0
@@ -197,14 +198,19 @@ class Loader:
       meter: counts the bytes moved (a new one by default).
       stream: 0 for training; another value derives independent sampler keys (evaluation).
       log: where to report compilations and budget growth (a callable taking one line), or None.
+      name: what the log lines call the sampler.
       parallel: data parallelism (:class:`~gns_jax.parallel.DataParallel`): a batch is then one
         shard of ``sampler.batch_size`` seeds per device of its mesh, each sampled on its device
         with key ``fold_in(key_t, shard)`` from that device's replica of the cache, and
         ``Batch.inputs`` is the global batch (every leaf stacked over the shards and sharded over
-        the mesh). This process samples only its own devices' shards.
+        the mesh). This process samples only its own devices' shards. Without it a batch is one
+        shard on the default device, sampled with ``key_t``.
 
     Attributes:
       sampler: the sampler given (its worst-case budget); the calibrated one is derived from it.
+      budgets: the :class:`~gns_jax.sampling.budget.BudgetPolicy` that sizes and grows the budget.
+      cache_schedule: the :class:`~gns_jax.cache.CacheSchedule` of the GNS cache (None for
+        samplers without ``uses_cache``).
       feature_loader: the :class:`~gns_jax.features.FeatureLoader` that gathers and moves the
         input rows (``compilations`` counts its assembler's).
       meter: the :class:`~gns_jax.instrument.TransferMeter` of every byte moved.
@@ -229,27 +235,24 @@ class Loader:
         name: str = "sampler",
         parallel: DataParallel | None = None,
     ):
-        if budget not in BUDGETS:
-            raise ConfigError("budget", f"one of {BUDGETS}, got '{budget}'")
+        self.budgets = BudgetPolicy(sampler, budget)  # checks ``budget``
         if int(prefetch) < 0:
             raise ConfigError("prefetch", f"must be >= 0 batches, got {prefetch}")
         if int(cache_refresh) < 1:
             raise ConfigError("cache_refresh", f"must be a positive integer, got {cache_refresh}")
         if int(seed) < 0:
             raise ConfigError("seed", f"must be >= 0, got {seed}")
-        self.dataset = dataset
-        self.sampler = sampler
+        self.dataset, self.sampler = dataset, sampler
         self.nodes = np.asarray(dataset.train_idx if nodes is None else nodes, dtype=np.int32)
         if self.nodes.size == 0:
             raise ConfigError("nodes", "no seed nodes to iterate")
         self.seed, self.shuffle = int(seed), bool(shuffle)
         self.parallel = parallel
         self.shards = 1 if parallel is None else parallel.shards
-        self.lanes = ((0, None),) if parallel is None else parallel.lanes
+        self.lanes = ((0, None),) if parallel is None else parallel.lanes  # (shard, device) here
         self.batch_size = sampler.batch_size * self.shards  # seeds of a (global) batch
         self.num_batches = -(-self.nodes.shape[0] // self.batch_size)
-        self.cache_refresh = int(cache_refresh)
-        self.budget_mode = budget
+        self.cache_refresh, self.budget_mode = int(cache_refresh), budget
         self.prefetch = int(prefetch)
         self.meter = meter or TransferMeter()
         self.log = log or (lambda line: None)
@@ -272,31 +275,25 @@ class Loader:
                 base = jax.random.fold_in(base, 1000 + int(stream))
             self._sample_key = jax.random.fold_in(base, SAMPLE)
             self._calib_key = jax.random.fold_in(base, CALIBRATE)
-        self.labels = self.meter.put(dataset.labels, tag="labels", device=self.lanes[0][1])
-        self._labels = {self.lanes[0][1]: self.labels}
-        for _, device in self.lanes[1:]:
-            self._labels[device] = self.meter.put(dataset.labels, tag="labels", device=device)
+        devices = [device for _, device in self.lanes]
+        self._labels = {d: self.meter.put(dataset.labels, tag="labels", device=d) for d in devices}
+        self.labels = self._labels[devices[0]]
+        self.cache_schedule = None
         if sampler.uses_cache:
-            self._probs = cache_distribution(
+            self.cache_schedule = CacheSchedule(
                 dataset.graph,
-                cache_dist,
+                features,
+                sampler,
+                dist=cache_dist,
+                refresh=self.cache_refresh,
+                rng=lambda epoch: np.random.default_rng([self.seed, CACHE, epoch]),
+                meter=self.meter,
+                devices=devices,
                 train_idx=dataset.train_idx,
-                num_steps=len(sampler.fanouts),
-                features=features,
-            )
-            self._nonempty = nonempty_probability(
-                dataset.graph,
-                inclusion_probability(self._probs, sampler.cache_size),
-                sampler.cache_size,
+                means=self.means,
             )
         self.watch = Stopwatch()  # the input side's phases, first epoch excluded
         self.timed_batches = 0
-        self._sizes = LayerSizes()
-        self._active: Sampler | None = None
-        self._growths = 0
-        self._cache = None  # the cache on the first lane's device
-        self._caches: dict = {}  # device -> its replica of the cache
-        self._cache_epoch, self._cache_ids = -1, None
 
     # -- former names (deprecated) -------------------------------------------------------------
 
@@ -317,40 +314,33 @@ class Loader:
     @property
     def budget(self) -> Budget:
         """The budget in use (the worst case until the loader has calibrated)."""
-        return (self._active or self.sampler).budget
+        return self.budgets.budget
 
     @property
     def growths(self) -> int:
-        return self._growths
+        return self.budgets.growths
 
     def state(self, epoch: int, index: int) -> LoaderState:
         """The loader's state, positioned at batch ``index`` of ``epoch``."""
-        sizes = self._sizes
+        active, sizes, cache = self.budgets.active, self.budgets.sizes, self.cache_schedule
         return LoaderState(
             epoch=epoch,
             index=index,
-            budget=None if self._active is None else self._active.budget,
+            budget=None if active is None else active.budget,
             sizes_new=None if sizes.new is None else tuple(int(v) for v in sizes.new),
             sizes_edges=None if sizes.edges is None else tuple(int(v) for v in sizes.edges),
-            growths=self._growths,
-            cache_epoch=self._cache_epoch,
-            cache_ids=self._cache_ids,
+            growths=self.budgets.growths,
+            cache_epoch=-1 if cache is None else cache.epoch,
+            cache_ids=None if cache is None else cache.ids,
         )
 
     def restore(self, state: LoaderState) -> None:
         """Takes up ``state`` (a :attr:`Batch.state`, e.g. from a checkpoint): its budget, the
         sizes that budget growth starts from, and its cache. Iterate from
         ``(state.epoch, state.index)`` next."""
-        self._sizes = LayerSizes(state.sizes_new, state.sizes_edges)
-        self._growths = state.growths
-        if state.budget is None:
-            self._active = None
-        elif state.budget == self.sampler.budget:
-            self._active = self.sampler
-        else:
-            self._active = self.sampler.with_budget(state.budget)
-        self._cache, self._caches = None, {}
-        self._cache_epoch, self._cache_ids = state.cache_epoch, state.cache_ids
+        self.budgets.restore(state.budget, state.sizes_new, state.sizes_edges, state.growths)
+        if self.cache_schedule is not None:
+            self.cache_schedule.restore(state.cache_epoch, state.cache_ids)
 
     # -- iteration ---------------------------------------------------------------------------
 
@@ -372,74 +362,125 @@ class Loader:
             raise ConfigError("start_index", f"must lie in [0, {self.num_batches}]")
         return Prefetcher(self._produce(start_epoch, end_epoch, start_index), self.prefetch)
 
-    def _draw_cache(self, epoch: int, ids: np.ndarray | None) -> tuple[float, int, int]:
-        """Builds the cache of ``epoch`` on the device, from ``ids`` or a fresh draw; returns the
-        seconds it took, the distinct nodes and the bytes put on the device."""
-        start = time.perf_counter()
-        bytes_before = self.meter.bytes_by_tag["cache"]
-        m = self.sampler.cache_size
-        if ids is None:
-            rng = np.random.default_rng([self.seed, CACHE, epoch])
-            snapshot = draw_cache(rng, self._probs, m)
-        else:
-            snapshot = snapshot_from_ids(ids, self._probs, m)
-        put = functools.partial(self.meter.put, tag="cache")
-        self._caches, _ = build_device_cache(
-            self.dataset.graph,
-            self.feature_loader.features,
-            snapshot,
-            put=lambda host: {device: put(host, device=device) for _, device in self.lanes},
-            with_other=self.sampler.needs_other,
-            means=self.means,
-            nonempty=self._nonempty,
-            page_cache=self.meter.page_cache,
+    def _produce(self, start_epoch: int, end_epoch: int, start_index: int) -> Iterator[Batch]:
+        """The input side of every batch, in order: cache, calibration, then :meth:`_batch`."""
+        for epoch in range(start_epoch, end_epoch):
+            if epoch == 1:  # the time split leaves out the first epoch (compilation)
+                self.watch.seconds.clear()
+                self.timed_batches = 0
+            first = start_index if epoch == start_epoch else 0
+            cache = self.cache_schedule
+            refresh = None if cache is None else cache.for_epoch(epoch)
+            order = self.order(epoch)
+            if self.budgets.active is None:
+                self.budgets.calibrate(self._calibration_samples(order))
+            for b in range(first, self.num_batches):
+                yield self._batch(order, epoch, b, refresh if b == first else None)
+
+    def _batch(self, order: np.ndarray, epoch: int, b: int, refresh) -> Batch:
+        """Batch ``b`` of ``epoch``, by the one path: this process's shards sampled under one
+        budget (:meth:`_sample`), each shard's input rows gathered and moved to its device, and
+        the shards stacked into the global batch (one shard: the batch itself)."""
+        before = self._moved()
+        counter = epoch * self.num_batches + b
+        lanes = [self._lane(order, b, shard, device, counter) for shard, device in self.lanes]
+        with self.watch("sample"):
+            samples = self._sample(lanes, order, epoch, b)
+            jax.block_until_ready(samples)
+        parts, rows, inputs = [], [0] * self.shards, 0
+        for lane, sample in zip(lanes, samples, strict=True):
+            x, num_inputs, rows[lane.shard] = self.feature_loader.load(
+                sample.input_nodes, self._cache_on(lane.device), self.watch, device=lane.device
+            )
+            labels, mask = _seed_labels(self._labels[lane.device], lane.seeds)
+            parts.append(DeviceBatch(x, sample.blocks, labels, mask))
+            inputs += num_inputs
+        self.timed_batches += 1
+        return Batch(
+            inputs=parts[0] if self.parallel is None else self.parallel.stack(parts),
+            epoch=epoch,
+            index=b,
+            seeds=np.concatenate([lane.ids for lane in lanes]),
+            num_inputs=inputs,
+            rows_moved=int(sum(rows)),
+            rows_per_shard=tuple(rows),
+            bytes_moved=self._moved() - before,
+            refresh=refresh,
+            state=self.state(*_next(epoch, b, self.num_batches)),
         )
-        self._cache = self._caches[self.lanes[0][1]]
-        jax.block_until_ready(list(self._caches.values()))
-        self._cache_epoch = epoch
-        self._cache_ids = snapshot.node_ids[: snapshot.num_cached]
-        moved = self.meter.bytes_by_tag["cache"] - bytes_before
-        return time.perf_counter() - start, snapshot.num_cached, moved
 
-    def _seeds(self, order: np.ndarray, b: int, counter: int, tag: str):
-        ids = order[b * self.batch_size : (b + 1) * self.batch_size]
-        seeds, counter = self.meter.put((self.sampler.pad_seeds(ids), np.int32(counter)), tag=tag)
-        return ids, seeds, counter
-
-    def _calibrate(self, order: np.ndarray) -> None:
-        """Sizes the budget from ``CALIBRATION_BATCHES`` samples under the worst case: the first
-        batches, or, when an epoch has fewer, its batches again with other keys (one batch
-        sampled once says little about the next samples of it)."""
-        if self.budget_mode == "worst":
-            self._active = self.sampler
-            return
-        if self.shards == 1:
-            for i in range(CALIBRATION_BATCHES):
-                _, seeds, counter = self._seeds(order, i % self.num_batches, i, tag="calibration")
-                key = jax.random.fold_in(self._calib_key, counter)
-                self._sizes.observe(self._timed_sample(self.sampler, key, seeds))
-        else:  # every shard of the first batches, sampled alike in every process
-            device = self.lanes[0][1]
-            for i in range(max(CALIBRATION_BATCHES, self.shards)):
-                b, shard = (i // self.shards) % self.num_batches, i % self.shards
-                ids = self._shard_ids(order, b, shard)
-                seeds = self.meter.put(
-                    self.sampler.pad_seeds(ids), tag="calibration", device=device
-                )
-                with jax.transfer_guard_host_to_device("allow"):
-                    key = jax.random.fold_in(self._calib_key, i)
-                self._sizes.observe(self._timed_sample(self.sampler.placed(device), key, seeds))
-        active = self.sampler.with_budget(
-            self._sizes.budget(self.sampler.budget, CALIBRATION_MARGIN)
+    def _lane(
+        self, order: np.ndarray, b: int, shard: int, device, counter: int, calibration=False
+    ) -> _Lane:
+        """Shard ``shard`` of batch ``b`` on ``device``: its seeds, put there with ``counter``,
+        and its key: ``fold_in(key, counter)`` of the sampler's (the calibration's) stream, and
+        ``shard`` folded in too for a shard of a data-parallel batch."""
+        per = self.sampler.batch_size
+        start = b * self.batch_size + shard * per
+        ids = order[start : min(start + per, (b + 1) * self.batch_size)]  # possibly none
+        seeds, count = self.meter.put(
+            (self.sampler.pad_seeds(ids), np.int32(counter)),
+            tag="calibration" if calibration else "structure",
+            device=device,
         )
-        if self.budget_mode == "auto" and active.budget.saving(self.sampler.budget) > AUTO_SAVING:
-            active = self.sampler  # the exact worst case is affordable: no overflow possible
-        self._active = active
+        key = jax.random.fold_in(self._calib_key if calibration else self._sample_key, count)
+        if self.parallel is not None and not calibration:
+            with jax.transfer_guard_host_to_device("allow"):
+                key = jax.random.fold_in(key, shard)
+        return _Lane(shard, device, ids, seeds, key)
 
-    def _timed_sample(self, sampler: Sampler, key, seeds, cache=None):
-        """``sampler.sample``, reporting a compilation (a new budget's first batch)."""
+    def _calibration_samples(self, order: np.ndarray) -> Iterator[MiniBatch]:
+        """The worst-case samples the budget is sized from (``budgets.calibration_samples``):
+        sample ``i`` is shard ``i % shards`` of batch ``i // shards``, cycling over the epoch's
+        batches when it has fewer (one batch sampled once says little about the next samples of
+        it), with key ``fold_in(calibration key, i)``, on this process's first device, alike in
+        every process."""
+        device = self.lanes[0][1]
+        for i in range(self.budgets.calibration_samples(self.shards)):
+            b, shard = (i // self.shards) % self.num_batches, i % self.shards
+            yield self._timed_sample(self.sampler, self._lane(order, b, shard, device, i, True))
+
+    def _sample(self, lanes: Sequence[_Lane], order, epoch: int, b: int) -> list[MiniBatch]:
+        """The lanes sampled under the budget in use. When a shard of any process overflows it,
+        every process measures the overflowing shards under the worst case (the same samples
+        everywhere: seeds and keys are derived, not exchanged), grows the budget alike and
+        samples its shards again; a batch that still overflows takes the worst case."""
+        samples = [self._timed_sample(self.budgets.active, lane) for lane in lanes]
+        overflow = self._overflow(lanes, samples)
+        shards = np.flatnonzero(overflow.any(axis=1))
+        if shards.size == 0:
+            return samples
+        what = f"in shards {shards.tolist()}" if self.parallel else str(overflow[0].tolist())
+        here = {lane.shard: lane for lane in lanes}  # another process's shard: sampled here too
+        counter, first = epoch * self.num_batches + b, self.lanes[0][1]
+        exact = (
+            self._timed_sample(self.sampler, here.get(s) or self._lane(order, b, s, first, counter))
+            for s in shards.tolist()
+        )  # never truncate: measure exactly, grow (one more compilation here and in the step)
+        old = self.budgets.grow(exact, what)
+        samples = [self._timed_sample(self.budgets.active, lane) for lane in lanes]
+        if self._overflow(lanes, samples).any():
+            self.budgets.fall_back()
+            samples = [self._timed_sample(self.budgets.active, lane) for lane in lanes]
+        self.log(
+            f"{self.name} budget grew at batch {b + 1} of epoch {epoch + 1} (overflow {what}): "
+            f"{_describe(old)} -> {_describe(self.budget)}; the train step compiles again"
+        )
+        return samples
+
+    def _overflow(self, lanes: Sequence[_Lane], samples: Sequence[MiniBatch]) -> np.ndarray:
+        """``[shards, layers]`` overflow counts of the batch, the largest over the processes."""
+        counts = np.asarray(jax.device_get([sample.overflow for sample in samples]))
+        out = np.zeros((self.shards, counts.shape[1]), dtype=counts.dtype)
+        out[[lane.shard for lane in lanes]] = counts
+        return out if self.parallel is None else self.parallel.any(out)
+
+    def _timed_sample(self, sampler: Sampler, lane: _Lane) -> MiniBatch:
+        """``sampler.sample`` of ``lane`` on its device, reporting a compilation (a new
+        budget's first batch)."""
+        sampler = sampler.placed(lane.device)
         before, start = sampler.compilations, time.perf_counter()
-        batch = sampler.sample(key, seeds, self._cache if cache is None else cache)
+        batch = sampler.sample(lane.key, lane.seeds, self._cache_on(lane.device))
         if sampler.compilations != before:
             jax.block_until_ready(batch)
             self.log(
@@ -448,183 +489,11 @@ class Loader:
             )
         return batch
 
-    def _grow(self, exact_samples) -> Budget:
-        """Observes ``exact_samples`` (taken under the worst case) and grows the active budget
-        from every size seen so far; returns the budget it replaces."""
-        old = self._active.budget
-        for sample in exact_samples:
-            self._sizes.observe(sample)
-        self._active = self.sampler.with_budget(
-            self._sizes.budget(self.sampler.budget, GROWTH_MARGIN)
-        )
-        self._growths += 1
-        return old
+    def _cache_on(self, device) -> DeviceCache | None:
+        return None if self.cache_schedule is None else self.cache_schedule.on(device)
 
-    def _sample(self, key, seeds, epoch: int, index: int):
-        """One batch under the active budget; on overflow, grows the budget and samples again."""
-        batch = self._timed_sample(self._active, key, seeds)
-        overflow = np.asarray(jax.device_get(batch.overflow))
-        if not overflow.any():
-            return batch
-        if self._active is self.sampler:
-            raise RuntimeError(
-                f"sampler budget overflow {overflow.tolist()} (a bug: the budget is the worst case)"
-            )
-        # Never truncate: measure this batch exactly, grow, and sample it again (one more
-        # compilation of the sampler and of the train step).
-        old = self._grow([self._timed_sample(self.sampler, key, seeds)])
-        batch = self._timed_sample(self._active, key, seeds)
-        if np.asarray(jax.device_get(batch.overflow)).any():
-            self._active = self.sampler
-            batch = self._timed_sample(self._active, key, seeds)
-        self.log(
-            f"{self.name} budget grew at batch {index + 1} of epoch {epoch + 1} "
-            f"(overflow {overflow.tolist()}): {_describe(old)} -> {_describe(self._active.budget)}"
-            "; the train step compiles again"
-        )
-        return batch
-
-    def _produce(self, start_epoch: int, end_epoch: int, start_index: int) -> Iterator[Batch]:
-        """The input side of every batch, in order: cache, calibration, sampling, gather."""
-        uses_cache = self.sampler.uses_cache
-        for epoch in range(start_epoch, end_epoch):
-            if epoch == 1:  # the time split leaves out the first epoch (compilation)
-                self.watch.seconds.clear()
-                self.timed_batches = 0
-            first = start_index if epoch == start_epoch else 0
-            refresh = None
-            if uses_cache:
-                due = epoch - epoch % self.cache_refresh  # the epoch whose cache is in use
-                if epoch % self.cache_refresh == 0 and self._cache_epoch != epoch:
-                    refresh = self._draw_cache(epoch, None)  # a scheduled refresh
-                elif self._cache is None or self._cache_epoch != due:
-                    same = self._cache_epoch == due and self._cache_ids is not None
-                    self._draw_cache(due, self._cache_ids if same else None)  # resumed
-            order = self.order(epoch)
-            if self._active is None:
-                self._calibrate(order)
-            if self.shards > 1:
-                yield from self._sharded(epoch, order, first, refresh)
-                continue
-            for b in range(first, self.num_batches):
-                before = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
-                ids, seeds, counter = self._seeds(
-                    order, b, epoch * self.num_batches + b, tag="structure"
-                )
-                key = jax.random.fold_in(self._sample_key, counter)
-                with self.watch("sample"):
-                    batch = self._sample(key, seeds, epoch, b)
-                    jax.block_until_ready(batch)
-                x, num_inputs, rows = self.feature_loader.load(
-                    batch.input_nodes, self._cache, self.watch
-                )
-                labels, mask = _seed_labels(self.labels, seeds)
-                after = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
-                self.timed_batches += 1
-                yield Batch(
-                    inputs=DeviceBatch(x, batch.blocks, labels, mask),
-                    epoch=epoch,
-                    index=b,
-                    seeds=ids,
-                    num_inputs=num_inputs,
-                    rows_moved=rows,
-                    rows_per_shard=(rows,),
-                    bytes_moved=after - before,
-                    refresh=refresh if b == first else None,
-                    state=self.state(*_next(epoch, b, self.num_batches)),
-                )
-
-    # -- data parallelism --------------------------------------------------------------------
-
-    def _shard_ids(self, order: np.ndarray, b: int, shard: int) -> np.ndarray:
-        """The seeds of shard ``shard`` of batch ``b`` (unpadded; possibly none at the end)."""
-        per = self.sampler.batch_size
-        start = b * self.batch_size + shard * per
-        return order[start : min(start + per, (b + 1) * self.batch_size)]
-
-    def _shard_key(self, counter: int, shard: int) -> jax.Array:
-        with jax.transfer_guard_host_to_device("allow"):
-            return jax.random.fold_in(jax.random.fold_in(self._sample_key, counter), shard)
-
-    def _sample_shards(self, order, b: int, counter: int, epoch: int):
-        """This process's shards of batch ``b``, sampled under one budget: when a shard of any
-        process overflows it, every process measures the overflowing shards under the worst case
-        (the same samples everywhere: the seeds and keys are derived, not exchanged), grows the
-        budget alike and samples its shards again."""
-        seeds = {}
-        for shard, device in self.lanes:
-            ids = self._shard_ids(order, b, shard)
-            seeds[shard] = (ids, self.meter.put(self.sampler.pad_seeds(ids), tag="structure",
-                                                device=device))  # fmt: skip
-        keys = {shard: self._shard_key(counter, shard) for shard, _ in self.lanes}
-        while True:
-            samples = {
-                shard: self._timed_sample(
-                    self._active.placed(device),
-                    keys[shard],
-                    seeds[shard][1],
-                    self._caches.get(device),
-                )
-                for shard, device in self.lanes
-            }
-            local = np.zeros(self.shards, dtype=np.int32)
-            for shard, sample in samples.items():
-                local[shard] = int(np.asarray(jax.device_get(sample.overflow)).any())
-            overflowed = np.flatnonzero(self.parallel.any(local))
-            if overflowed.size == 0:
-                return seeds, samples
-            if self._active is self.sampler:
-                raise RuntimeError("sampler budget overflow under the worst case (a bug)")
-            device = self.lanes[0][1]
-            worst = self.sampler.placed(device)
-            exact = []
-            for shard in overflowed:
-                ids = self._shard_ids(order, b, int(shard))
-                padded = self.meter.put(worst.pad_seeds(ids), tag="structure", device=device)
-                key = self._shard_key(counter, int(shard))
-                exact.append(self._timed_sample(worst, key, padded, self._cache))
-            old = self._grow(exact)
-            if self._active.budget == old:
-                self._active = self.sampler
-            self.log(
-                f"{self.name} budget grew at batch {b + 1} of epoch {epoch + 1} (shards "
-                f"{overflowed.tolist()} overflowed): {_describe(old)} -> "
-                f"{_describe(self._active.budget)}; the train step compiles again"
-            )
-
-    def _sharded(self, epoch: int, order: np.ndarray, first: int, refresh) -> Iterator[Batch]:
-        """The batches of one epoch with data parallelism (see ``parallel``)."""
-        for b in range(first, self.num_batches):
-            before = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
-            counter = epoch * self.num_batches + b
-            with self.watch("sample"):
-                seeds, samples = self._sample_shards(order, b, counter, epoch)
-                jax.block_until_ready(samples)
-            parts, rows, inputs = [], [0] * self.shards, 0
-            for shard, device in self.lanes:
-                sample = samples[shard]
-                x, num_inputs, moved = self.feature_loader.load(
-                    sample.input_nodes, self._caches.get(device), self.watch, device=device
-                )
-                labels, mask = _seed_labels(self._labels[device], seeds[shard][1])
-                parts.append(DeviceBatch(x, sample.blocks, labels, mask))
-                rows[shard] = moved
-                inputs += num_inputs
-            inputs_global = self.parallel.stack(parts)
-            after = self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
-            self.timed_batches += 1
-            yield Batch(
-                inputs=inputs_global,
-                epoch=epoch,
-                index=b,
-                seeds=np.concatenate([seeds[shard][0] for shard, _ in self.lanes]),
-                num_inputs=inputs,
-                rows_moved=int(sum(rows)),
-                rows_per_shard=tuple(rows),
-                bytes_moved=after - before,
-                refresh=refresh if b == first else None,
-                state=self.state(*_next(epoch, b, self.num_batches)),
-            )
+    def _moved(self) -> int:
+        return self.meter.bytes_by_tag["features"] + self.meter.bytes_by_tag["structure"]
 
 
 def _next(epoch: int, index: int, num_batches: int) -> tuple[int, int]:

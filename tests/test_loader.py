@@ -86,3 +86,73 @@ def test_loader_options_are_checked(tiny_dataset):
             Loader(tiny_dataset, sampler, **bad)
     with pytest.raises(ConfigError, match="seeds"):
         sampler.pad_seeds(np.array([1, 2, 2]))
+
+
+def test_budget_policy_calibrates_grows_and_refuses_to_grow_the_worst_case(tiny_dataset):
+    from gns_jax.sampling.budget import BudgetPolicy
+
+    sampler = make_sampler(tiny_dataset, CONFIGS["ns"])
+
+    def never():  # what the policy must not read
+        raise AssertionError("read")
+        yield
+
+    worst = BudgetPolicy(sampler, "worst")
+    assert worst.calibration_samples(4) == 0
+    worst.calibrate(never())
+    assert worst.active is sampler and worst.budget == sampler.budget
+    with pytest.raises(RuntimeError, match="worst case"):
+        worst.grow(never(), "[3, 0]")  # nothing overflows the worst case: a bug, said at once
+
+    seeds = sampler.pad_seeds(tiny_dataset.train_idx[:40])
+    samples = [sampler.sample(jax.random.key(t), seeds) for t in range(2)]
+    calibrated = BudgetPolicy(sampler, "calibrated")
+    assert calibrated.calibration_samples(1) == 8 and calibrated.calibration_samples(12) == 12
+    calibrated.calibrate(iter(samples))
+    small = calibrated.budget
+    assert small.max_src[0] < sampler.budget.max_src[0]  # calibration cut the input layer
+    assert calibrated.grow(iter(samples[:1])) == small and calibrated.growths == 1
+    assert calibrated.budget.max_src[0] >= small.max_src[0]  # more head-room, never less
+    again = BudgetPolicy(sampler, "calibrated")
+    sizes = calibrated.sizes
+    again.restore(calibrated.budget, sizes.new, sizes.edges, calibrated.growths)
+    assert (again.budget, again.growths) == (calibrated.budget, 1)
+    np.testing.assert_array_equal(again.sizes.new, sizes.new)
+    calibrated.fall_back()
+    assert calibrated.active is sampler
+
+
+def test_cache_schedule_draws_on_its_epochs_and_rebuilds_a_saved_draw(tiny_dataset):
+    from gns_jax.cache import CacheSchedule
+    from gns_jax.instrument import TransferMeter
+
+    ds = tiny_dataset
+    sampler = make_sampler(ds, CONFIGS["gns"])
+
+    def schedule():
+        return CacheSchedule(
+            ds.graph,
+            ds.features,
+            sampler,
+            dist="degree",
+            refresh=2,
+            rng=lambda epoch: np.random.default_rng([0, epoch]),
+            meter=TransferMeter(),
+        )
+
+    cache = schedule()
+    assert cache.on(None) is None
+    refreshes = [cache.for_epoch(e) for e in range(5)]
+    assert [r is not None for r in refreshes] == [True, False, True, False, True]
+    assert cache.epoch == 4 and refreshes[4][1] == cache.ids.size  # distinct nodes drawn
+    assert refreshes[0][2] > 0  # bytes put on the device
+    drawn_at_4 = cache.ids.copy()
+    resumed = schedule()
+    resumed.restore(4, drawn_at_4)
+    assert resumed.for_epoch(5) is None  # a resumed draw is no refresh
+    np.testing.assert_array_equal(
+        np.asarray(resumed.on(None).node_ids), np.asarray(cache.on(None).node_ids)
+    )
+    fresh = schedule()
+    fresh.for_epoch(5)  # nothing saved: the draw of epoch 4, made afresh, is the same one
+    np.testing.assert_array_equal(fresh.ids, drawn_at_4)

@@ -110,11 +110,11 @@ def test_auto_feature_norm_rows_normalises_only_sparse_bag_of_words(tiny_dataset
 def test_calibrated_budget_grows_on_overflow_and_stays_reproducible(
     tiny_config, tiny_dataset, monkeypatch
 ):
-    import gns_jax.loader as loader_module
+    import gns_jax.sampling.budget as budget_module
 
     # Calibrate on one batch with no head-room, so that later batches overflow and must grow.
-    monkeypatch.setattr(loader_module, "CALIBRATION_BATCHES", 1)
-    monkeypatch.setattr(loader_module, "CALIBRATION_MARGIN", 0.6)
+    monkeypatch.setattr(budget_module, "CALIBRATION_BATCHES", 1)
+    monkeypatch.setattr(budget_module, "CALIBRATION_MARGIN", 0.6)
     config = dataclasses.replace(tiny_config, epochs=3, budget="calibrated")
     first = fit(tiny_dataset, config, quiet=True).metrics
     budget = first["budget"]

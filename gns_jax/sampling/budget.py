@@ -1,4 +1,5 @@
-"""Static batch sizes: the :class:`Budget`, its buckets, its worst case and its calibration.
+"""Static batch sizes: the :class:`Budget`, its buckets, its worst case, its calibration, and the
+policy that chooses and grows a loader's budget (:class:`BudgetPolicy`).
 
 Every array a sampler returns has a shape fixed by a ``Budget`` (never by the data), so the
 sampler and the train step compile once per budget. Two ways to choose one:
@@ -11,24 +12,34 @@ sampler and the train step compile once per budget. Two ways to choose one:
   :func:`bucket`. A batch that does not fit is flagged by the sampler (``MiniBatch.overflow``),
   never truncated: the loader measures it, grows the budget and samples it again.
 
-Host-side, except :meth:`LayerSizes.observe`, which reads the sizes of a device batch.
+:class:`BudgetPolicy` is that choice for a loader (``--budget``: ``worst``, ``calibrated`` or
+``auto``): how many worst-case samples calibration takes, the budget they give, and how it grows
+on overflow. Host-side, except :meth:`LayerSizes.observe`, which reads the sizes of a device
+batch.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gns_jax.config import BUDGETS
+from gns_jax.errors import ConfigError
+
+Sampler = Any  # a gns_jax.sampling.base.Sampler (which imports this module)
+
 __all__ = [
+    "AUTO_SAVING",
     "CALIBRATION_BATCHES",
     "CALIBRATION_MARGIN",
     "GROWTH_MARGIN",
     "Budget",
+    "BudgetPolicy",
     "LayerSizes",
     "bucket",
 ]
@@ -36,6 +47,7 @@ __all__ = [
 CALIBRATION_BATCHES = 8  # worst-case batches whose real sizes size a calibrated budget
 CALIBRATION_MARGIN = 1.2  # head-room over the largest size seen (then rounded up to a bucket)
 GROWTH_MARGIN = 1.5  # head-room after an overflow
+AUTO_SAVING = 0.75  # auto keeps the worst case unless calibration cuts a layer's slots below this
 
 
 def bucket(n: int, minimum: int = 64) -> int:
@@ -148,3 +160,92 @@ class LayerSizes:
     def budget(self, worst: Budget, margin: float) -> Budget:
         """:meth:`Budget.calibrated` over the maxima seen so far."""
         return worst.calibrated(self.new, self.edges, margin)
+
+
+class BudgetPolicy:
+    """How a loader chooses its budget and grows it. Host-side.
+
+    ``worst`` samples under the sampler's exact worst case. ``calibrated`` samples under a budget
+    sized from :meth:`calibration_samples` worst-case samples plus :data:`CALIBRATION_MARGIN`
+    (:meth:`calibrate`). ``auto`` calibrates, but keeps the worst case unless calibration cuts
+    some layer's node or edge slots to :data:`AUTO_SAVING` of it or less (then no overflow is
+    possible). A batch that overflows a calibrated budget is measured under the worst case and
+    the budget grows from every size seen so far, with :data:`GROWTH_MARGIN` (:meth:`grow`); if
+    the batch still overflows, the loader falls back to the worst case (:meth:`fall_back`).
+    The module's constants are read when used (a test may change them).
+
+    Attributes:
+      worst: the sampler given, at its worst-case budget.
+      mode: ``worst``, ``calibrated`` or ``auto``.
+      active: the sampler at the budget in use (None before :meth:`calibrate`).
+      sizes: the largest layer sizes seen (:class:`LayerSizes`), what growth sizes from.
+      growths: the growths so far.
+    """
+
+    def __init__(self, worst: Sampler, mode: str = "auto"):
+        if mode not in BUDGETS:
+            raise ConfigError("budget", f"one of {BUDGETS}, got '{mode}'")
+        self.worst, self.mode = worst, mode
+        self.active: Sampler = None
+        self.sizes = LayerSizes()
+        self.growths = 0
+
+    @property
+    def budget(self) -> Budget:
+        """The budget in use (the worst case until calibrated)."""
+        return (self.active or self.worst).budget
+
+    def calibration_samples(self, shards: int = 1) -> int:
+        """Worst-case samples calibration takes: :data:`CALIBRATION_BATCHES`, at least one per
+        shard of a batch (none for ``worst``)."""
+        return 0 if self.mode == "worst" else max(CALIBRATION_BATCHES, shards)
+
+    def calibrate(self, samples: Iterable) -> None:
+        """Sizes the budget from ``samples``, taken under the worst case (an iterable, read one
+        sample at a time; not read at all for ``worst``)."""
+        if self.mode == "worst":
+            self.active = self.worst
+            return
+        for sample in samples:
+            self.sizes.observe(sample)
+        active = self.worst.with_budget(self.sizes.budget(self.worst.budget, CALIBRATION_MARGIN))
+        if self.mode == "auto" and active.budget.saving(self.worst.budget) > AUTO_SAVING:
+            active = self.worst  # the exact worst case is affordable: no overflow possible
+        self.active = active
+
+    def grow(self, exact_samples: Iterable, what: str = "") -> Budget:
+        """Observes ``exact_samples`` (the overflowing samples again, under the worst case) and
+        grows the budget from every size seen so far; returns the budget it replaces. Raises
+        RuntimeError, before reading ``exact_samples``, when the budget is the worst case (a
+        bug: nothing overflows it); ``what`` describes the overflow in that message."""
+        if self.active is self.worst:
+            what = f" {what}" if what else ""
+            raise RuntimeError(f"sampler budget overflow{what} under the worst case (a bug)")
+        old = self.active.budget
+        for sample in exact_samples:
+            self.sizes.observe(sample)
+        self.active = self.worst.with_budget(self.sizes.budget(self.worst.budget, GROWTH_MARGIN))
+        self.growths += 1
+        return old
+
+    def fall_back(self) -> None:
+        """Takes the exact worst case (a grown budget that still overflowed)."""
+        self.active = self.worst
+
+    def restore(
+        self,
+        budget: Budget | None,
+        sizes_new: Sequence[int] | None,
+        sizes_edges: Sequence[int] | None,
+        growths: int,
+    ) -> None:
+        """Takes up a saved policy state (a ``LoaderState``'s fields): the budget in use (None:
+        not calibrated yet), the sizes seen and the growths."""
+        self.sizes = LayerSizes(sizes_new, sizes_edges)
+        self.growths = int(growths)
+        if budget is None:
+            self.active = None
+        elif budget == self.worst.budget:
+            self.active = self.worst
+        else:
+            self.active = self.worst.with_budget(budget)
