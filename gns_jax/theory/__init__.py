@@ -14,7 +14,6 @@ theory's own prediction, HOLDS or DOES NOT HOLD for a finding on one of the pape
 * :mod:`gns_jax.theory.gradients`: bias and variance of the mini-batch gradient, each against NS's.
 * :mod:`gns_jax.theory.convergence`: the convergence rate over a sweep of horizons, and the smallest
   cache fraction at which GNS stays within NS's spread.
-* :mod:`gns_jax.theory.predict`: that fraction predicted from the closed forms, before any GNS run.
 
 :mod:`gns_jax.theory.mutations` puts known defects into the library; the tests show every check
 fails with them. Nothing here reimplements a sampler: every check drives the library's cache,

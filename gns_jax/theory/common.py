@@ -85,20 +85,6 @@ class Setting:
     conv_batch_size: int = 40
     conv_evals: int = 8  # full-gradient evaluations per run, evenly spaced
     power_iterations: int = 20
-    # 5. prediction
-    predict_datasets: tuple[str, ...] = ("amazon_photo",)
-    predict_fractions: tuple[float, ...] = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-    predict_nodes: int = 400
-    predict_samples: int = 32
-    # 5b. the bias-aware prediction (the SGD bound's budget): gradient draws per sampler and
-    # parameter point; below 2 skips it (it needs the convergence module's sweep, or a saved one)
-    bound_draws: int = 0
-    # 5d. the same charges along NS's own iterates: gradient draws per sampler and checkpoint of
-    # NS's first run at each horizon; below 2 skips it (it needs a sweep, as 5b)
-    trajectory_draws: int = 0
-    # 5f. the bias's drift along NS's iterates (with 5d's draws): the Lanczos rank of each
-    # checkpoint's Hessian that carries the drift from one checkpoint to the next; 0 skips it
-    drift_rank: int = 0
 
 
 TINY = Setting(
@@ -121,10 +107,6 @@ TINY = Setting(
     conv_seeds=2,
     conv_evals=5,
     power_iterations=8,
-    predict_fractions=(0.01, 0.05, 0.2, 0.5),
-    predict_nodes=150,
-    predict_samples=12,
-    bound_draws=8,
 )
 # The default of ``python -m gns_jax.theory``. Its horizons stay those of the dataclass: with 60-240
 # steps NS's A(T) had not yet started to fall (check 4a failed).
@@ -136,8 +118,6 @@ SMALL = Setting(
     grad_fractions=(0.01, 0.1, 0.5),
     grad_samples=16,
     conv_evals=6,
-    predict_nodes=200,
-    predict_samples=16,
 )
 FULL = Setting(
     name="full",
@@ -158,11 +138,6 @@ FULL = Setting(
     conv_horizons=(250, 500, 1000),
     conv_seeds=4,
     conv_evals=12,
-    predict_datasets=("amazon_photo", "amazon_computers", "coauthor_cs", "cora"),
-    predict_nodes=1000,
-    predict_samples=128,
-    bound_draws=64,
-    trajectory_draws=16,
 )
 SETTINGS = {s.name: s for s in (TINY, SMALL, FULL)}
 

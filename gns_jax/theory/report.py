@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gns_jax.theory import convergence, gradients, predict, unbiased, variance
+from gns_jax.theory import convergence, gradients, unbiased, variance
 from gns_jax.theory.common import Check, Setting
 
 INTRO = """\
@@ -35,21 +35,17 @@ python -m gns_jax.theory --full       # report setting: rewrites this file and f
 python -m gns_jax.theory --only variance --json out.json  # one module, every figure as JSON
 python -m gns_jax.theory --only unbiased --mutate drop-q  # that check with a defect put in: FAIL
 python -m gns_jax.theory --jobs 1                         # one process (default 2 workers)
-python -m gns_jax.theory --only convergence predict --set model_dataset=amazon_computers \\
-    predict_datasets=amazon_computers                     # any field of the setting changed
+python -m gns_jax.theory --only convergence --set model_dataset=amazon_computers
+                                      # any field of the setting changed
 ```
 
-`second-graph/` holds the convergence and prediction modules on other graphs (Amazon Computers,
-Tolokers, a synthetic graph of the products-scale shape) and the bias-aware predictions of
-findings 5b and 5c (`bound_draws >= 2`: the SGD bound's budget and the descent lemma's), 5d
-(`trajectory_draws >= 2`: the descent lemma's along NS's own iterates), 5e (from 5d's draws: the
-measured loss one SGD step on, in place of the descent lemma's terms) and 5f (`drift_rank >= 1`:
-5e with the bias's drift along the run in place of its one-step cost) on them and on Amazon Photo
-(with 8 and 16 seeds), with its own README and its runs in one archive,
-`second-graph/runs.tar.xz`. There 5e predicts `ht`'s proper size within 2x on Amazon Computers
-and on Amazon Photo with 16 seeds; `python -m gns_jax.theory --resample SWEEP.json
-[PREDICTION.json ...]` measures how firmly a sweep's seeds fix its measured size (bootstrap
-resamples of the seeds, from the saved JSON).
+`second-graph/` holds the convergence module on other graphs (Amazon Computers, Tolokers, a
+synthetic graph of the products-scale shape, Amazon Photo with 8 and 16 seeds), with its own
+README and its runs in one archive, `second-graph/runs.tar.xz`. Those runs also hold the
+verdicts of a former module, `predict.py`, which predicted the proper cache size from the closed
+forms and gradient measurements; it was removed (its findings:
+`docs/reports/2026-12-cache-size-prediction.md`), and the runs' `predict` entries are no longer
+read.
 
 This file was written by `python -m gns_jax.theory --full --json
 gns_jax/theory/full-run.json.xz` (`make theory`); every number below is in that xz-compressed
@@ -113,6 +109,8 @@ def results_from_json(saved: dict) -> dict:
     """The results of a run from its ``--json`` file (checks and arrays restored)."""
     results = {}
     for name, result in saved.items():
+        if name not in ("unbiased", "variance", "gradients", "convergence"):
+            continue  # a removed module's results (predict, in runs saved before it went)
         result = dict(result)
         result["checks"] = [
             Check(**{**c, "module": _module(c["module"])}) for c in result["checks"]
@@ -178,11 +176,6 @@ def write_report(results: dict, setting: Setting, folder: Path, env: str, elapse
             convergence.table(results["convergence"]),
             "![convergence](figures/convergence.png)",
         ]
-    if "predict" in results:
-        parts += [
-            "## 5. Predicted proper cache size (`predict.py`)",
-            predict.table(results["predict"]),
-        ]
     (folder / "README.md").write_text("\n\n".join(parts) + "\n")
 
 
@@ -243,7 +236,4 @@ def _findings(results: dict) -> str:
                 )
                 + "."
             )
-    if "predict" in results:
-        for c in results["predict"]["checks"]:
-            lines.append(f"* {c.claim}: **{c.verdict}** ({c.measured}).")
     return "\n".join(lines)

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from gns_jax.theory import convergence, gradients, predict, unbiased, variance
+from gns_jax.theory import convergence, gradients, unbiased, variance
 from gns_jax.theory.common import Check
 from gns_jax.theory.mutations import mutated
 
@@ -19,7 +19,6 @@ MODULES = {
     "variance": variance,
     "gradients": gradients,
     "convergence": convergence,
-    "predict": predict,
 }
 
 
@@ -33,20 +32,14 @@ def _print_check(check: Check) -> None:
     )
 
 
-def run(names, setting, *, quiet: bool = False, convergence: dict | None = None) -> dict:
-    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each.
-    ``convergence``: a saved sweep for ``predict`` to judge against when the chain does not run
-    one (``--convergence-from``)."""
+def run(names, setting, *, quiet: bool = False) -> dict:
+    """Runs the named modules; returns ``{name: result}`` with ``seconds`` added to each."""
     results = {}
     for name in names:
         if not quiet:
             print(f"-- {name} ({setting.name} setting)", file=sys.stderr, flush=True)
         start = time.perf_counter()
-        if name == "predict":
-            sweep = results.get("convergence", convergence)
-            results[name] = predict.run(setting, convergence=sweep)
-        else:
-            results[name] = MODULES[name].run(setting)
+        results[name] = MODULES[name].run(setting)
         results[name]["seconds"] = time.perf_counter() - start
         if not quiet:
             for check in results[name]["checks"]:
@@ -55,7 +48,7 @@ def run(names, setting, *, quiet: bool = False, convergence: dict | None = None)
     return results
 
 
-def _run_chain(names, setting, mutate, cache_dir=None, convergence=None):
+def _run_chain(names, setting, mutate, cache_dir=None):
     """One worker's share: ``names`` in order, with ``mutate`` in force (a spawned process),
     compiling through the persistent cache in ``cache_dir`` (None: as configured already)."""
     if cache_dir is not None:
@@ -63,20 +56,17 @@ def _run_chain(names, setting, mutate, cache_dir=None, convergence=None):
 
         enable_compile_cache(False, Path(cache_dir))
     with mutated(mutate):
-        return run(names, setting, convergence=convergence)
+        return run(names, setting)
 
 
 def chains(names, jobs: int) -> list[list[str]]:
     """Splits the modules into at most ``jobs`` ordered chains that can run side by side.
 
-    ``predict`` reads ``convergence``'s measured sizes, so the two share a chain; the other
-    modules are dealt to the chains greedily by their default-setting cost (seconds, measured),
-    longest first.
+    The modules are dealt to the chains greedily by their default-setting cost (seconds,
+    measured), longest first.
     """
-    cost = {"convergence": 190, "predict": 20, "gradients": 115, "variance": 40, "unbiased": 22}
-    units = [[n for n in ("convergence", "predict") if n in names]]
-    units += [[n] for n in names if n not in ("convergence", "predict")]
-    units = sorted((u for u in units if u), key=lambda u: -sum(cost[n] for n in u))
+    cost = {"convergence": 190, "gradients": 115, "variance": 40, "unbiased": 22}
+    units = sorted(([n] for n in names), key=lambda u: -sum(cost[n] for n in u))
     out: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(units))))]
     for unit in units:
         min(out, key=lambda c: sum(cost[n] for n in c)).extend(unit)
@@ -90,7 +80,6 @@ def run_parallel(
     jobs: int,
     mutate: str | None = None,
     cache_dir: Path | None = None,
-    convergence: dict | None = None,
 ) -> dict:
     """:func:`run` with the modules spread over ``jobs`` processes (most of each module is
     single-threaded Python driving small XLA calls, so two processes use two cores); the
@@ -101,7 +90,7 @@ def run_parallel(
 
     plan = chains(names, jobs)
     if len(plan) == 1:
-        return _run_chain(names, setting, mutate, None, convergence)
+        return _run_chain(names, setting, mutate, None)
     context = multiprocessing.get_context("spawn")
     # Each worker runs XLA's CPU kernels on its own thread: two workers with a thread pool each
     # would oversubscribe the cores. The spawned processes read the variable when jax loads.
@@ -110,7 +99,7 @@ def run_parallel(
     try:
         with concurrent.futures.ProcessPoolExecutor(len(plan), mp_context=context) as pool:
             n = len(plan)
-            args = (plan, [setting] * n, [mutate] * n, [cache_dir] * n, [convergence] * n)
+            args = (plan, [setting] * n, [mutate] * n, [cache_dir] * n)
             parts = list(pool.map(_run_chain, *args))
     finally:
         if saved is None:
