@@ -37,7 +37,20 @@ from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget
 from gns_jax.sampling.nodewise import DeviceTopology, relabel
 
-__all__ = ["LADIESSampler", "ladies_budget", "ladies_layer", "sample_ladies_blocks"]
+__all__ = [
+    "LADIESSampler",
+    "ladies_budget",
+    "ladies_layer",
+    "row_normalise",
+    "sample_ladies_blocks",
+]
+
+
+def row_normalise(scaled: jax.Array, owner: jax.Array, member: jax.Array, max_dst: int):
+    """``scaled / sum of its destination's row``: every destination's coefficients sum to 1
+    (0 where ``member`` is false). Jittable; looked up at call time by :func:`ladies_layer`."""
+    row_sum = jax.ops.segment_sum(scaled, owner, num_segments=max_dst)
+    return jnp.where(member, scaled / jnp.maximum(row_sum[owner], 1e-30), 0.0)
 
 
 def ladies_layer(
@@ -91,8 +104,7 @@ def ladies_layer(
     sender = slot[j]
     member = in_range & (sender >= 0)
     scaled = jnp.where(member, value / jnp.maximum(p[j], 1e-30), 0.0)
-    row_sum = jax.ops.segment_sum(scaled, owner, num_segments=max_dst)
-    weight = jnp.where(member, scaled / jnp.maximum(row_sum[owner], 1e-30), 0.0)
+    weight = row_normalise(scaled, owner, member, max_dst)
     block = Block(
         src_nodes=src_nodes,
         senders=jnp.where(member, sender, max_src - 1),

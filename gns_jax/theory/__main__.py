@@ -32,7 +32,7 @@ import numpy as np
 from gns_jax.cli import enable_compile_cache
 from gns_jax.theory.common import FULL, SETTINGS, Check, override
 from gns_jax.theory.mutations import MUTATIONS
-from gns_jax.theory.runner import MODULES, run_parallel
+from gns_jax.theory.runner import MODULES, chains, run_parallel
 from gns_jax.theory.saved import read_json, write_json
 
 HERE = Path(__file__).resolve().parent
@@ -146,10 +146,14 @@ def main(argv=None) -> int:
     checks = [c for r in results.values() for c in r["checks"] if not c.finding]
     findings = [c for r in results.values() for c in r["checks"] if c.finding]
     failed = [c for c in checks if not c.passed]
+    # The busiest worker's CPU time: the wall time on cores of their own (the wall time above
+    # grows when other work shares the machine).
+    busiest = max(sum(results[n]["cpu_seconds"] for n in c) for c in chains(args.only, args.jobs))
     print(
         f"\n{len(checks) - len(failed)} of {len(checks)} checks passed; "
         f"{sum(c.passed for c in findings)} of {len(findings)} findings hold, "
-        f"{sum(not c.passed for c in findings)} do not; {elapsed:.0f} s "
+        f"{sum(not c.passed for c in findings)} do not; {elapsed:.0f} s, busiest worker "
+        f"{busiest:.0f} s CPU "
         f"({setting.name} setting{'' if args.mutate is None else ', mutation ' + args.mutate}; "
         f"{environment()})"
     )

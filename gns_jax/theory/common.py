@@ -22,6 +22,7 @@ import numpy as np
 
 import gns_jax.cache as cache_lib
 import gns_jax.sampling.gns as gns_lib
+import gns_jax.sampling.ladies as ladies_lib
 import gns_jax.sampling.nodewise as nodewise_lib
 from gns_jax.cache import CacheSnapshot
 from gns_jax.graph import CSRGraph
@@ -291,6 +292,7 @@ def gns_input_draws(
     replace: bool = True,
     dist: str = "degree",
     top_up: bool = False,
+    fallback: int = 0,
     seed: int = 0,
 ) -> InputDraws:
     """Draws a fresh cache (from ``dist``) and a fresh input-layer sample ``draws`` times.
@@ -299,6 +301,8 @@ def gns_input_draws(
     the cache without replacement (see :func:`draw_without_replacement`). ``top_up=True`` samples
     as a cache-first upper layer does: ``K`` neighbours, the cached ones first, topped up with
     non-cached ones (then ``weights=("none",)`` is that layer's estimator, ``1/k`` each).
+    ``fallback=F > 0`` samples as ``hajek-fallback`` does: a target with no cached neighbour takes
+    ``F`` uniform neighbours instead (then ``weights=("hajek-fallback",)``).
     """
     topology = DeviceTopology.from_graph(graph)
     probs = distribution(graph, dist, x)
@@ -311,11 +315,16 @@ def gns_input_draws(
 
     @jax.jit
     def one(key, cache):
-        nbrs, mask, num_cached, _ = first_layer(key, cache, dst, fanout if top_up else 0, fanout)
+        low = fallback if fallback else (fanout if top_up else 0)
+        nbrs, mask, num_cached, from_cache = first_layer(
+            key, cache, dst, low, fanout, bool(fallback)
+        )
         gathered = x_dev[jnp.where(mask, nbrs, 0)]
+        extra = {"from_cache": from_cache} if fallback else {}
         out = {
             w: jnp.sum(
-                layer_weights(w, cache, topology, dst, nbrs, mask, num_cached, fanout) * gathered,
+                layer_weights(w, cache, topology, dst, nbrs, mask, num_cached, fanout, **extra)
+                * gathered,
                 axis=1,
             )
             for w in weights
@@ -345,7 +354,7 @@ def gns_input_draws(
         if nonempty is None:
             nonempty = cache_lib.nonempty_probability(graph, snap.inclusion_prob, m)
         cache, _ = cache_lib.build_device_cache(
-            graph, dummy, snap, with_other=top_up, nonempty=nonempty
+            graph, dummy, snap, with_other=top_up or fallback > 0, nonempty=nonempty
         )
         out, num_cached, srs = one(jax.random.key(t), cache)
         for w in weights:
@@ -358,6 +367,35 @@ def gns_input_draws(
         num_cached=np.asarray(stacked[1]),
         srs_var=np.asarray(stacked[2], dtype=np.float64),
     )
+
+
+def ladies_row_sums(
+    graph: CSRGraph, seeds: np.ndarray, samples: int, draws: int, *, layers: int = 2, seed: int = 0
+) -> np.ndarray:
+    """The sum of every real destination's LADIES coefficients in every block of ``draws``
+    batches rooted at ``seeds`` (``samples`` nodes per layer): float64 ``[draws, entries]``.
+    Runs :func:`gns_jax.sampling.ladies.sample_ladies_blocks` (looked up at call time)."""
+    topology = DeviceTopology.from_graph(graph)
+    per_layer = (int(samples),) * layers
+    budget = ladies_lib.ladies_budget(len(seeds), per_layer, graph.degrees())
+    padded = np.full(budget.max_seeds, -1, dtype=np.int32)
+    padded[: len(seeds)] = seeds
+    sample = ladies_lib.sample_ladies_blocks
+
+    @jax.jit
+    def one(key):
+        batch = sample(key, topology, jnp.asarray(padded), samples=per_layer, budget=budget)
+        sums = []
+        for block in batch.blocks:
+            rows = jax.ops.segment_sum(
+                block.edge_weight, block.receivers, num_segments=block.dst_mask.shape[0]
+            )
+            sums.append(jnp.where(block.dst_mask, rows, jnp.nan))
+        return jnp.concatenate(sums)
+
+    key = jax.random.key(seed)
+    out = jax.device_get([one(jax.random.fold_in(key, t)) for t in range(draws)])
+    return np.asarray(out, dtype=np.float64)
 
 
 def ns_input_draws(

@@ -33,6 +33,8 @@ from gns_jax.theory.common import (
     bonferroni_z,
     exact_means,
     gns_input_draws,
+    ladies_row_sums,
+    ns_input_draws,
     scalar_signal,
     targets_with_hubs,
 )
@@ -47,6 +49,11 @@ VARIANTS = {
     "wor": "cache without replacement",
     "cache-first": "cache-first upper layer (1/k), x = log(1 + d)",
 }
+CONSTANT = 1.5  # check 1d's constant feature
+EXACT_TOL = 1e-4  # check 1d, and 1c where NS takes every neighbour: float32 rounding is ~1e-6
+FALLBACK = 3  # check 1d: the uniform picks of hajek-fallback for a node with no cached neighbour
+FALLBACK_FRACTION = 0.01  # where most nodes have no cached neighbour, so the fallback runs
+LADIES_SAMPLES = 64  # check 1d: LADIES nodes per layer, two layers, seeds the first 64 targets
 BINDING_RATE = 0.05  # a target "reaches the cap" when |N_C(v)| > K in this share of its draws
 MIN_BINDING_TARGETS = 5  # check 1b: at least this many such targets
 
@@ -143,6 +150,8 @@ def run(setting: Setting, seed: int = 0) -> dict:
             )
         )
     largest = max(setting.unbiased_fractions)
+    checks += node_wise_check(graph, x, mu, targets, setting, seed)
+    checks += constant_check(graph, targets, largest, setting, seed)
     row = next(r for r in rows if r["fraction"] == largest)
     checks.append(
         Check(
@@ -161,6 +170,97 @@ def run(setting: Setting, seed: int = 0) -> dict:
         )
     )
     return {"checks": checks, "rows": rows}
+
+
+def exact_or_z(values: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``z`` per target where the draws vary, and the error of the mean where they do not (a
+    sampler that takes every neighbour is exact): ``(z, exact_error)``, NaN where not defined."""
+    mean = values.mean(0)
+    stderr = values.std(0, ddof=1) / np.sqrt(values.shape[0])
+    varies = stderr > 1e-6 * np.maximum(np.abs(exact), 1.0)
+    z = np.where(varies, (mean - exact) / np.where(varies, stderr, 1.0), np.nan)
+    error = np.where(varies, np.nan, np.abs(mean - exact) / np.maximum(np.abs(exact), 1.0))
+    return z, error
+
+
+def node_wise_check(graph, x, mu, targets, setting: Setting, seed: int) -> list[Check]:
+    """Check 1c: node-wise sampling's input aggregate (the reference every GNS figure is set
+    against) is unbiased: a z-test as check 1's where ``d_v > K``, and exact where NS takes every
+    neighbour. It catches an NS without its ``1/k`` and a non-uniform neighbour sample."""
+    values = ns_input_draws(
+        graph, x, targets, setting.unbiased_draws, fanout=setting.fanout, seed=seed
+    )
+    z, error = exact_or_z(values, mu[targets])
+    tested = int(np.sum(np.isfinite(z)))
+    threshold = bonferroni_z(max(tested, 1))
+    max_z = float(np.nanmax(np.abs(z))) if tested else 0.0
+    max_error = float(np.nanmax(error)) if np.isfinite(error).any() else 0.0
+    return [
+        Check(
+            claim="1c. the node-wise (NS) input aggregation is unbiased",
+            module="gns_jax/theory/unbiased.py",
+            measured=(
+                f"{targets.size} nodes, K={setting.fanout}, R={setting.unbiased_draws}: "
+                f"{tested} with d_v > K, max|z|={max_z:.2f}; {targets.size - tested} exact, "
+                f"max relative error {max_error:.2g}"
+            ),
+            criterion=(
+                f"every |z| < {threshold:.2f} (Bonferroni, 1 %) and every exact node within "
+                f"{EXACT_TOL:g}"
+            ),
+            passed=bool(max_z < threshold and max_error < EXACT_TOL),
+        )
+    ]
+
+
+def constant_check(graph, targets, fraction: float, setting: Setting, seed: int) -> list[Check]:
+    """Check 1d: the self-normalised estimators reproduce a constant feature exactly.
+
+    ``hajek``'s weights of a node sum to 1 when a neighbour is cached (0 otherwise), so on
+    ``x = c`` its aggregate is ``c`` or 0 in every draw; ``hajek-fallback``'s is ``c`` for every
+    node with a neighbour; LADIES' coefficients of every destination sum to 1. An identity, not
+    a statistical test: it catches a wrong normaliser (visible only where the cap ``K`` binds,
+    at the hubs among the targets), a fallback that sums instead of averaging (visible where a
+    node with no cached neighbour has ``d_v >= 2``) and LADIES without its row normalisation.
+    """
+    draws = max(50, setting.unbiased_draws // 10)
+    c = np.full(graph.num_nodes, CONSTANT)
+    common = dict(fanout=setting.fanout, seed=seed + 1)
+    hajek = gns_input_draws(graph, c, targets, fraction, draws, weights=("hajek",), **common)
+    expect = np.where(hajek.num_cached > 0, CONSTANT, 0.0)
+    hajek_error = float(np.abs(hajek.values["hajek"] - expect).max()) / CONSTANT
+    binding = int(np.sum(hajek.num_cached > setting.fanout))
+    fallback = gns_input_draws(
+        graph,
+        c,
+        targets,
+        FALLBACK_FRACTION,
+        draws,
+        weights=("hajek-fallback",),
+        fallback=FALLBACK,
+        **common,
+    )
+    fallback_error = float(np.abs(fallback.values["hajek-fallback"] - CONSTANT).max()) / CONSTANT
+    degree = graph.degrees()[targets]
+    fell_back = int(np.sum((fallback.num_cached == 0) & (degree[None, :] >= 2)))
+    sums = ladies_row_sums(graph, targets[:LADIES_SAMPLES], LADIES_SAMPLES, draws // 5, seed=seed)
+    ladies_error = float(np.nanmax(np.abs(sums - 1.0)))
+    worst = max(hajek_error, fallback_error, ladies_error)
+    return [
+        Check(
+            claim="1d. the self-normalised estimators reproduce a constant feature exactly",
+            module="gns_jax/theory/unbiased.py",
+            measured=(
+                f"x = {CONSTANT}, {targets.size} nodes, {draws} draws: hajek at rho={fraction:g} "
+                f"max relative error {hajek_error:.2g} (cap binds in {binding} pairs); "
+                f"hajek-fallback (F={FALLBACK}) at rho={FALLBACK_FRACTION:g} {fallback_error:.2g} "
+                f"({fell_back} pairs fell back with d_v >= 2); LADIES ({LADIES_SAMPLES} per "
+                f"layer, {draws // 5} batches) row sums off 1 by {ladies_error:.2g}"
+            ),
+            criterion=f"every error < {EXACT_TOL:g} (float32 rounding)",
+            passed=bool(worst < EXACT_TOL),
+        )
+    ]
 
 
 def table(result: dict) -> str:
