@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["available", "expand_layer", "key_data", "make_block", "relabel"]
+__all__ = ["available", "expand_layer", "key_data", "make_block", "on_cpu", "relabel"]
 
 _TARGETS = {
     "gns_expand_layer": "GnsExpandLayer",
@@ -65,6 +65,15 @@ def _require() -> None:
 def available() -> bool:
     """Whether the native CPU kernels are built and enabled (``GNS_JAX_NATIVE`` is not ``0``)."""
     return os.environ.get("GNS_JAX_NATIVE", "1") != "0" and _library() is not None
+
+
+def on_cpu(kernel, fallback, *args):
+    """``kernel(*args)`` when the computation runs on a CPU and the kernels are built (and
+    enabled), else ``fallback(*args)``, its JAX version, which must give the same arrays: the
+    one dispatch of every sampler step that has a kernel. Jittable."""
+    if not available():
+        return fallback(*args)
+    return jax.lax.platform_dependent(*args, cpu=kernel, default=fallback)
 
 
 def key_data(key: jax.Array) -> jax.Array | None:

@@ -238,7 +238,12 @@ ffi::Error MakeBlock(ffi::Buffer<ffi::S32> dst, ffi::Buffer<ffi::S32> nbrs,
   int32_t* rcv = receivers->typed_data();
   float* wt = edge_weight->typed_data();
   const bool compact = max_edges >= 0;
-  std::vector<int32_t> local_senders(compact ? static_cast<size_t>(entries) : 0);
+  // Compacting: every entry's sender first, in a per-thread buffer kept from call to call (no
+  // fresh pages to fault in per batch).
+  thread_local std::vector<int32_t> local_senders;
+  if (compact && static_cast<int64_t>(local_senders.size()) < entries) {
+    local_senders.resize(static_cast<size_t>(entries));
+  }
   int32_t* all = compact ? local_senders.data() : snd;
   int64_t over = RelabelCore(dst.typed_data(), max_dst, nbrs.typed_data(), mask.typed_data(),
                              entries, num_nodes, max_new, src_nodes->typed_data(), all);

@@ -142,17 +142,17 @@ def expand_layer(
       ``(nbrs, edge_mask, edge_weight)``, each ``[max_dst, fanout]``: neighbour ids (``-1`` where
       masked), real-edge mask, and the mean coefficient ``1 / min(fanout, d_v)`` (0 where masked).
     """
-    data = native.key_data(key) if native.available() else None
-    if data is None:
+    data = native.key_data(key)
+    if data is None:  # a key whose words the kernel does not compute
         return _expand_layer_jax(topology, dst, key, fanout)
-    return jax.lax.platform_dependent(
+    return native.on_cpu(
+        lambda t, d, kd: native.expand_layer(t.indptr, t.indices, d, kd, fanout),
+        lambda t, d, kd: _expand_layer_jax(
+            t, d, jax.random.wrap_key_data(kd, impl="threefry2x32"), fanout
+        ),
         topology,
         dst,
         data,
-        cpu=lambda t, d, kd: native.expand_layer(t.indptr, t.indices, d, kd, fanout),
-        default=lambda t, d, kd: _expand_layer_jax(
-            t, d, jax.random.wrap_key_data(kd, impl="threefry2x32"), fanout
-        ),
     )
 
 
@@ -196,14 +196,12 @@ def relabel(
       dropped), and the number of new nodes that did not fit ``max_new`` (0 when all fit; those
       beyond the first ``max_new`` are dropped).
     """
-    if not native.available():
-        return _relabel_jax(num_nodes, dst, nbrs, edge_mask, max_new)
-    return jax.lax.platform_dependent(
+    return native.on_cpu(
+        lambda d, nb, m: native.relabel(num_nodes, d, nb, m, max_new),
+        lambda d, nb, m: _relabel_jax(num_nodes, d, nb, m, max_new),
         dst,
         nbrs,
         edge_mask,
-        cpu=lambda d, nb, m: native.relabel(num_nodes, d, nb, m, max_new),
-        default=lambda d, nb, m: _relabel_jax(num_nodes, d, nb, m, max_new),
     )
 
 
@@ -250,22 +248,20 @@ def make_block(
     On a CPU with the native kernels built (:mod:`gns_jax.native`) one pass does it all; the
     JAX version gives the same arrays.
     """
-    if not native.available():
-        return _make_block_jax(num_nodes, dst, nbrs, edge_mask, weight, max_src, max_edges)
 
-    def cpu(d, nb, m, w):
+    def kernel(d, nb, m, w):
         (src_nodes, senders, receivers, edge_weight), overflow = native.make_block(
             num_nodes, d, nb, m, w, max_src, max_edges
         )
         return Block(src_nodes, senders, receivers, edge_weight, dst_mask=d >= 0), overflow
 
-    return jax.lax.platform_dependent(
+    return native.on_cpu(
+        kernel,
+        lambda d, nb, m, w: _make_block_jax(num_nodes, d, nb, m, w, max_src, max_edges),
         dst,
         nbrs,
         edge_mask,
         weight,
-        cpu=cpu,
-        default=lambda d, nb, m, w: _make_block_jax(num_nodes, d, nb, m, w, max_src, max_edges),
     )
 
 
