@@ -4,6 +4,8 @@
   JSON results (``docs/results.md``); with ``--checkpoint-dir`` it checkpoints and ``--resume``
   continues a killed run.
 * ``gns-jax predict`` writes every node's predicted class from a run's checkpoint.
+* ``gns-jax plan`` picks the cache fraction of a GNS run (:mod:`gns_jax.plan`; what
+  ``--cache-fraction auto`` runs before training) and prints what its pilot measured.
 * ``gns-jax save`` writes any dataset (a synthetic graph, say) to a memory-mapped folder
   (:mod:`gns_jax.data.ondisk`) that ``--dataset FOLDER`` then loads in seconds.
 
@@ -111,10 +113,8 @@ def add_option(parser, name: str, *, required: bool = False, **override: Any) ->
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line. Imports no JAX: ``--help`` answers at once."""
-    import dataclasses
 
     from gns_jax import __version__
-    from gns_jax.config import GROUPS, TrainConfig
 
     parser = _Parser(
         prog="gns-jax", description="Global Neighbor Sampling for GNN training, in JAX."
@@ -135,10 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="start from the options of this run's JSON results (or of a JSON object of "
         "options); the flags given beside it change them",
     )
-    groups = {title: train.add_argument_group(title) for title in GROUPS}
-    data_first = ("dataset", "data_dir", "split_seed")  # the data's options lead the help
-    for field in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.name not in data_first):
-        add_option(groups[field.metadata["group"]], field.name)
+    _train_options(train)
     output = train.add_argument_group("output and processes")
     output.add_argument(
         "--out",
@@ -184,6 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(predict)
 
+    plan = commands.add_parser(
+        "plan",
+        help="pick the cache fraction for a training run (what --cache-fraction auto runs)",
+        description="A short pilot (gns_jax.plan): a few NS warm-up steps, then the gradient "
+        "noise of GNS at increasing cache fractions against NS's on the run's own batches; "
+        "prints what it measured and the smallest fraction that keeps up. Takes the options "
+        "of gns-jax train (--cache-fraction is what it chooses).",
+    )
+    plan.add_argument(
+        "--config", default=None, metavar="RUN.json", help="start from a run's options"
+    )
+    _train_options(plan)
+    plan.add_argument("--out", default=None, help="write {'plan': ..., 'config': ...} here")
+    _common(plan)
+
     save = commands.add_parser(
         "save",
         help="write a dataset (any --dataset, e.g. a synthetic graph) to a memory-mapped folder",
@@ -201,6 +213,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     save.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
+
+
+def _train_options(sub) -> None:
+    """Every field of TrainConfig as a flag, in its group."""
+    import dataclasses
+
+    from gns_jax.config import GROUPS, TrainConfig
+
+    groups = {title: sub.add_argument_group(title) for title in GROUPS}
+    data_first = ("dataset", "data_dir", "split_seed")  # the data's options lead the help
+    for field in sorted(dataclasses.fields(TrainConfig), key=lambda f: f.name not in data_first):
+        add_option(groups[field.metadata["group"]], field.name)
 
 
 def _common(sub) -> None:
@@ -413,6 +437,38 @@ def run_train(args: argparse.Namespace) -> dict:
     return metrics
 
 
+def run_plan(args: argparse.Namespace) -> dict:
+    """``gns-jax plan``: returns ``{"plan": ..., "config": ...}`` (also written to ``--out``)."""
+    args.cache_fraction = "auto"
+    config = _config(args)
+    if config.devices != 1:
+        config = config.replace(devices=1)  # the pilot runs on one device
+    out = check_output(args.out) if args.out is not None else None
+    dataset = _load(config.dataset, config.data_dir, config.split_seed, args.quiet)
+    enable_compile_cache(args.no_compile_cache)
+    from gns_jax.factories import prepare_features
+    from gns_jax.plan import plan_cache_fraction
+    from gns_jax.tasks import resolve_task
+
+    task, dataset = resolve_task(config.task, dataset)
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    plan = plan_cache_fraction(dataset, config, prepare_features(dataset, config), task, log=log)
+    result = {"plan": plan, "config": config.replace(cache_fraction=plan["chosen"]).to_json()}
+    if out is not None:
+        write_atomically(out, json.dumps(result, indent=1).encode())
+    rows = "\n".join(
+        f"  {m['fraction']:>6.1%}  noise {m['noise_ratio']:5.2f}x NS's  rows {m['rows_vs_ns']:.2f} "
+        f"of NS's" + ("  keeps up" if m["keeps_up"] else "")
+        for m in plan["measured"]
+    )
+    verdict = "keeps up with NS" if plan["keeps_up"] else "the best found; none keeps up with NS"
+    print(
+        f"{dataset.name}: --cache-fraction {plan['chosen']:g} ({verdict}; "
+        f"{plan['criterion']}; {plan['seconds']:.1f}s)\n{rows}"
+    )
+    return result
+
+
 def run_predict(args: argparse.Namespace) -> None:
     import io
 
@@ -531,6 +587,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_predict(args)
         elif args.command == "save":
             run_save(args)
+        elif args.command == "plan":
+            run_plan(args)
     except GnsJaxError as e:
         print(f"gns-jax: error: {_message(e)}", file=sys.stderr)
         return 2

@@ -46,6 +46,7 @@ __all__ = [
     "check_estimator",
     "flag_of",
     "parse_devices",
+    "parse_fraction",
     "parse_ints",
     "parse_min_max",
 ]
@@ -102,6 +103,16 @@ def parse_ints(text: str) -> tuple[int, ...]:
         raise ValueError(
             f"expected comma-separated integers such as 15,10,5, got '{text}'"
         ) from None
+
+
+def parse_fraction(text: str) -> float | str:
+    """``"0.05"`` -> ``0.05``; ``"auto"`` stays ``"auto"`` (the planner's choice)."""
+    if str(text) == "auto":
+        return "auto"
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"expected a number in (0, 1] or auto, got '{text}'") from None
 
 
 def parse_min_max(text: str) -> tuple[int, int]:
@@ -217,11 +228,14 @@ class TrainConfig:
         "training",
         choices=TASK_CHOICES,
     )
-    cache_fraction: float = _option(
+    cache_fraction: float | str = _option(
         0.01,
-        "the cache draws m = ceil(F * num_nodes) nodes, with replacement, deduplicated",
+        "the cache draws m = ceil(F * num_nodes) nodes, with replacement, deduplicated; auto: "
+        "a pilot before training picks the smallest fraction whose gradient noise keeps up "
+        "with NS's (gns-jax plan; the JSON's plan and cache_fraction)",
         "GNS (--sampler gns)",
-        metavar="F",
+        parse=parse_fraction,
+        metavar="F|auto",
     )
     cache_refresh: int = _option(1, "redraw the cache every R epochs", "GNS (--sampler gns)")
     cache_dist: str = _option(
@@ -353,7 +367,11 @@ class TrainConfig:
         _check_choice("eval_mode", self.eval_mode, EVAL_MODES)
         _check_choice("metric", self.metric, METRIC_CHOICES)
         _check_choice("task", self.task, TASK_CHOICES)
-        check_cache_fraction(self.cache_fraction)
+        if self.cache_fraction == "auto":
+            if self.sampler != "gns":
+                raise ConfigError("cache_fraction", "auto is for --sampler gns")
+        else:
+            check_cache_fraction(self.cache_fraction)
         _check_choice("cache_dist", self.cache_dist, DISTRIBUTIONS)
         _check_choice("budget", self.budget, BUDGETS)
         if not (self.weight_clip > 0 and math.isfinite(self.weight_clip)):
@@ -443,6 +461,12 @@ def flag_of(name: str) -> str:
 
 
 def check_cache_fraction(fraction: float) -> None:
+    if isinstance(fraction, str):
+        raise ConfigError(
+            "cache_fraction",
+            f"expected a number in (0, 1], got '{fraction}' (auto is resolved by gns_jax.fit "
+            "and gns_jax.plan.plan_cache_fraction, before any cache is drawn)",
+        )
     if not (0 < fraction <= 1):  # NaN fails too
         raise ConfigError("cache_fraction", f"must lie in (0, 1], got {fraction}")
 

@@ -44,6 +44,7 @@ from gns_jax.factories import (
 from gns_jax.instrument import IoMeter, Reporter, TransferMeter
 from gns_jax.loader import DROPOUT, INIT
 from gns_jax.models import GraphSAGE
+from gns_jax.plan import plan_cache_fraction
 from gns_jax.results import RunRecord, resolve_metric
 from gns_jax.step import (
     Stepper,
@@ -130,6 +131,13 @@ def fit(
     run = RunRecord(task, task.metric(config.metric))
     parallel = make_parallel(config)
     features = prepare_features(dataset, config)
+    plan = None
+    if config.cache_fraction == "auto":  # the pilot picks the fraction (gns_jax.plan)
+        plan = plan_cache_fraction(
+            dataset, config, features, task, model=model, optimizer=optimizer, loss=loss,
+            log=reporter.line,
+        )  # fmt: skip
+        config = config.replace(cache_fraction=plan["chosen"])
     sampler = make_sampler(dataset, config)
     check_memory(dataset, config, sampler, model)  # before the model, the cache, the batches
     meter = TransferMeter(page_cache=io_meter.page_cache)  # the gathers' mapped reads counted
@@ -159,11 +167,15 @@ def fit(
             state, start_epoch, start_index, resumed_from = found
 
     def results(status: str) -> dict:
-        return run.to_json(
+        out = run.to_json(
             status, dataset=dataset, config=config, loader=loader, evaluator=evaluator,
             counter=stepper.counter, resumed_from=resumed_from, norm=feature_norm(dataset, config),
             eval_mode=eval_mode, parallel=parallel, io_meter=io_meter,
         )  # fmt: skip
+        out["cache_fraction"] = config.cache_fraction if sampler.uses_cache else None
+        if plan is not None:
+            out["plan"] = plan
+        return out
 
     state = stepper.replicate(state)
     batches = loader.batches(start_epoch, config.epochs, start_index)
