@@ -26,7 +26,7 @@ import numpy as np
 
 from experiments.grid import Run, environment_line, load_runs, mean_std, pm, run_grid
 
-SMALL = ("--fanouts", "25,10", "--lr", "0.01", "--epochs", "40")
+SMALL = ("--fanouts", "25,10", "--lr", "0.01", "--epochs", "100")
 GRAPHS = {
     "cora": ("cora", SMALL),
     "amazon_photo": ("amazon_photo", SMALL),

@@ -57,10 +57,10 @@ from gns_jax.tasks import LossFn, Task, masked_mean
 __all__ = ["FRACTIONS", "NOISE_LIMIT", "ROWS_LIMIT", "plan_cache_fraction"]
 
 FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-NOISE_LIMIT = 1.2
+NOISE_LIMIT = 1.1
 ROWS_LIMIT = 0.6
 WARMUP = 10  # NS steps before the measurement (at most one epoch)
-BATCHES = 8  # measured batches per sampler
+BATCHES = 16  # measured batches per sampler
 
 
 def _gradient_fn(graphdef: nnx.GraphDef, loss: LossFn):
