@@ -11,9 +11,12 @@ NS, GNS with a 1 % cache and GNS with ``--cache-fraction auto`` (the pilot of
   median epoch time, and 15 % of the NS run's summed epoch times), and whether ``auto`` keeps up
   by the three tests (final within 1 point of NS's, mean over the epochs within 3 points, at
   most 0.6 of NS's rows per batch);
-* ``plan.png``: test accuracy per epoch, mean over seeds, one panel a graph.
+* ``plan.png``: test accuracy (mean over seeds) per epoch (top row) and against wall-clock
+  time (bottom row: the summed epoch times, the pilot's seconds included for ``auto``), one
+  column a graph.
 
-    python -m experiments.plan --out experiments/reports/plan
+    python -m experiments.plan --seeds 4 5 6 7 --out experiments/reports/plan
+    python -m experiments.plan --seeds 4 5 6 7 --out experiments/reports/plan --table-only
     python -m experiments.plan --graphs cora --seeds 0 1 --out /tmp/plan   # a quick look
 """
 
@@ -61,6 +64,13 @@ def curve(result: dict) -> np.ndarray:
     return np.array([e["test_accuracy"] for e in result["epochs"]], dtype=float)
 
 
+def clock(result: dict) -> np.ndarray:
+    """Seconds of training at the end of each epoch (evaluation not counted), the pilot's
+    included."""
+    pilot = result["plan"]["seconds"] if "plan" in result else 0.0
+    return pilot + np.cumsum([e["time_s"] for e in result["epochs"]])
+
+
 def summarise(results: list[dict], graphs) -> tuple[str, dict]:
     lines, table = [], {}
     header = (
@@ -91,14 +101,14 @@ def summarise(results: list[dict], graphs) -> tuple[str, dict]:
             entry[method] = dict(
                 final=final, over=over, rows=rows, epoch=epoch, fractions=fractions, pilot=pilot,
                 curve=np.mean([curve(r) for r in rs], axis=0).tolist(), seeds=len(rs),
+                clock=np.mean([clock(r) for r in rs], axis=0).tolist(),
             )  # fmt: skip
             lines.append(
                 f"| {name} | {method} | {pm(*mean_std(final), len(rs))} | "
                 f"{pm(*mean_std(over), len(rs))} | {rows:,.0f} | {rows / ns_rows:.2f} | "
                 f"{epoch:.3f} | "
                 + ("-" if method == "NS" else ", ".join(f"{f:g}" for f in fractions))
-                + f" | {np.mean(pilot):.1f}" * bool(pilot)
-                + " | -" * (not pilot)
+                + (f" | {np.mean(pilot):.1f}" if pilot else " | -")
                 + f" | {budget:.1f} |"
             )
         table[name] = entry
@@ -139,14 +149,18 @@ def plot(table: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(table), figsize=(3.2 * len(table), 3), squeeze=False)
-    for ax, (name, entry) in zip(axes[0], table.items()):
+    fig, axes = plt.subplots(2, len(table), figsize=(3.2 * len(table), 5.6), squeeze=False)
+    for column, (name, entry) in enumerate(table.items()):
+        top, bottom = axes[0][column], axes[1][column]
         for method, e in entry.items():
             c = np.array(e["curve"]) * 100
-            ax.plot(np.arange(1, c.size + 1), c, label=method)
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("epoch")
+            top.plot(np.arange(1, c.size + 1), c, label=method)
+            bottom.plot(e["clock"], c, label=method)
+        top.set_title(name, fontsize=9)
+        top.set_xlabel("epoch")
+        bottom.set_xlabel("training s (pilot included)")
     axes[0][0].set_ylabel("test accuracy % (mean over seeds)")
+    axes[1][0].set_ylabel("test accuracy %")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -157,9 +171,16 @@ def main(argv=None) -> int:
     parser.add_argument("--graphs", nargs="+", default=list(GRAPHS), choices=list(GRAPHS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--table-only", action="store_true", help="only aggregate --out")
     args = parser.parse_args(argv)
     grid = runs(args.graphs, args.seeds)
-    paths = run_grid(grid, args.out)
+    if args.table_only:
+        paths = [args.out / "runs" / f"{run.name}.json" for run in grid]
+        missing = [p.name for p in paths if not p.is_file()]
+        if missing:
+            parser.error(f"--table-only: {len(missing)} runs missing in {args.out}/runs")
+    else:
+        paths = run_grid(grid, args.out)
     results = load_runs(paths, grid)
     text, table = summarise(results, args.graphs)
     report = (

@@ -73,6 +73,13 @@ def _beyond_memory(folder: Path) -> None:
     (folder / "beyond-memory.md").write_text(text)
 
 
+def _bench_dgl(folder: Path) -> None:
+    from experiments.bench_epoch import markdown
+
+    saved = json.loads((folder / "bench_epoch.json").read_text())
+    (folder / "bench_epoch.md").write_text(markdown(saved))
+
+
 SYNTHETIC_200K = "synthetic:nodes=200000,degree=20,features=100,classes=20,signal=0.1"
 
 REPORTS: dict[str, Report] = {
@@ -98,6 +105,8 @@ REPORTS: dict[str, Report] = {
         _grid("compare", ["--ablations", "--datasets", "amazon_photo", "--seeds", "0"]),
     ),
     "beyond-memory": Report(("beyond-memory.md",), _beyond_memory),
+    "bench-dgl": Report(("bench_epoch.md",), _bench_dgl),
+    "plan": Report(("plan.md", "plan.png"), _grid("plan", ["--seeds", "4", "5", "6", "7"])),
     "bench-parallel": Report(
         ("bench_parallel.md",),
         None,
