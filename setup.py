@@ -1,5 +1,6 @@
-"""Builds gns-jax's native CPU sampling kernels (native/sampling.cc, XLA FFI handlers loaded
-with ctypes by gns_jax/native.py). Everything else about the package is in pyproject.toml.
+"""Builds gns-jax's native CPU kernels (native/sampling.cc, XLA FFI handlers, and
+native/gather.cc, the host row gather; both loaded with ctypes by gns_jax/native.py).
+Everything else about the package is in pyproject.toml.
 
 The extension is optional: where no C++17 compiler is found the install still succeeds, with a
 warning, and the samplers run their jitted JAX versions (the same numbers, more slowly on a
@@ -13,7 +14,7 @@ setup(
     ext_modules=[
         Extension(
             "gns_jax._native",
-            sources=["native/sampling.cc"],
+            sources=["native/sampling.cc", "native/gather.cc"],
             include_dirs=["native/include"],
             extra_compile_args=["-std=c++17", "-O3"],
             language="c++",

@@ -10,10 +10,10 @@ the per-batch time scaled to the whole training set. Per configuration: seconds 
 time split per batch (sample, gather, h2d, step, wait), rows and bytes moved host->device per
 batch, the peak resident memory of the run, and compilations. Evaluation is off (it is not part
 of an epoch's cost). After each run, a plain copy of the bytes its gather moved per batch
-(``np.copyto`` between preallocated contiguous buffers, split over the gather's threads; median
-of 5) is timed, and ``gather_vs_copy`` holds the gather phase against it (median over rounds);
-with ``--prefetch`` above 0 the gather runs beside the step, so ``--prefetch 0`` gives the
-gather's own pace.
+(``np.copyto`` between preallocated contiguous buffers, split over the gather's threads, from
+cold caches; median of 5) is timed, and ``gather_vs_copy`` holds the gather phase against it
+(median over rounds); with ``--prefetch`` above 0 the gather runs beside the step, so
+``--prefetch 0`` gives the gather's own pace.
 
 With ``--pyg`` (in the environment ``make peers`` builds: CPU PyTorch and torch_geometric with
 torch-sparse) it also times, on the same graph: PyG's ``NeighborLoader`` with the same fan-outs
@@ -108,6 +108,7 @@ def timed_subset(dataset, args):
 
 
 COPY_REPEATS = 5
+CACHE_SWEEP_BYTES = 64 << 20  # more than the last-level cache of the CPUs measured here
 
 
 def row_bytes(features: np.ndarray) -> tuple[int, np.dtype]:
@@ -120,15 +121,20 @@ def plain_copy_s(rows: float, width: int, dtype: np.dtype, repeats: int = COPY_R
     """Seconds for a plain copy of the bytes of ``rows`` gathered rows: ``np.copyto`` between two
     preallocated, already written, 64-byte aligned contiguous ``[rows, width]`` buffers, split
     over the gather's threads (:func:`gns_jax.gather.copy_rows`); one warm-up, then the median
-    of ``repeats``. The gather phase is held against it (``gather_vs_copy``)."""
+    of ``repeats``, each from cold caches (a 64 MiB buffer is written first, untimed): the
+    gather's rows come from memory, not the cache, and a copy of a batch smaller than the last
+    level cache (GNS's, 35 MiB here) would otherwise be read from it. The gather phase is held
+    against it (``gather_vs_copy``)."""
     n = max(int(round(rows)), 1)
     source = _aligned_empty((n, width), dtype)
     target = _aligned_empty((n, width), dtype)
     source.fill(1)
     target.fill(0)
+    sweep = np.zeros(CACHE_SWEEP_BYTES, np.uint8)
     copy_rows(source, target)
     times = []
     for _ in range(repeats):
+        sweep += 1  # evicts source and target from the caches
         start = time.perf_counter()
         copy_rows(source, target)
         times.append(time.perf_counter() - start)
@@ -547,7 +553,9 @@ def markdown(result: dict) -> str:
         f"{result['args']['batches']} timed batches x {result['args']['rounds']} rounds "
         f"(medians); a full epoch is {ours['epoch_batches']} batches. Times in s per batch; "
         "copy: a plain copy of the bytes the batch's gather moved (contiguous, preallocated, "
-        "on the gather's threads), measured after each run; gather / copy: per run, median"
+        "on the gather's threads"
+        + (", from cold caches" if result.get("copy_cold_caches") else "")
+        + "), measured after each run; gather / copy: per run, median"
         + (
             " (the gather runs in the prefetch thread, beside the step)."
             if result["args"]["prefetch"]
@@ -642,6 +650,7 @@ def main(argv=None) -> int:
             if k not in ("out", "dgl_python")
         },
         hardware=hw,
+        copy_cold_caches=True,  # plain_copy_s sweeps the caches before each timed copy
     )
     with tempfile.TemporaryDirectory(prefix="bench_epoch_dgl_") as scratch:
         if args.dgl:  # DGL, our input side, our training rounds, our input side, DGL again

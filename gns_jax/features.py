@@ -131,6 +131,7 @@ def normalize_rows(features: np.ndarray) -> np.ndarray:
 
 
 @jax.jit
+@jax.jit  # one dispatch, not one per operation
 def _slots(slot_of: jax.Array, src_nodes: jax.Array) -> jax.Array:
     return slot_of[jnp.where(src_nodes >= 0, src_nodes, slot_of.shape[0] - 1)]
 
@@ -234,8 +235,7 @@ class FeatureLoader:
             ordered, wanted_rank = sorted_order(wanted, self._scratch)
             rank = np.zeros(size, dtype=np.int32)
             rank[:n] = wanted_rank
-            buffer = self._buffer(size)
-            buffer[n:] = 0
+            buffer = self._buffer(size)  # rows n: are never read (assemble masks them)
             own = int(np.searchsorted(ordered, self.features.shape[0]))  # then mean rows
             counter = self.meter.page_cache
             take_rows(self.features, ordered[:own], buffer[:own], counter)
@@ -257,4 +257,5 @@ class FeatureLoader:
         if self._host is None or self._host.shape[0] < size:
             self._host = None  # freed before the larger one is made
             self._host = _aligned_empty((size, self.features.shape[1]), self._dtype)
+            self._host[:] = 0  # no uninitialised bytes ever cross to the device
         return self._host[:size]

@@ -22,6 +22,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from gns_jax import native
+
 __all__ = [
     "CompileCounter",
     "IoMeter",
@@ -197,10 +199,18 @@ class PageCacheCounter:
         vec = np.zeros(pages, dtype=np.uint8)
         if self._mincore(ctypes.c_void_p(start), ctypes.c_size_t(length), vec.ctypes.data) != 0:
             return  # not a mapping mincore can read: count nothing rather than guess
-        absent = np.concatenate([[0], np.cumsum((vec & 1) == 0)])
-        offset = store.ctypes.data - start + ids.astype(np.int64) * stride
-        first, last = offset // page, (offset + stride - 1) // page
-        resident = int(np.count_nonzero(absent[last + 1] == absent[first]))
+        kernel = native.count_resident_kernel(ids.dtype)
+        if kernel is not None:  # one pass (the NumPy one below takes 8 ms for 300,000 rows)
+            ids = np.ascontiguousarray(ids)
+            pointer = ids.ctypes.data_as(kernel.argtypes[1])
+            resident = int(
+                kernel(vec.ctypes.data, pointer, ids.size, store.ctypes.data - start, stride, page)
+            )
+        else:
+            absent = np.concatenate([[0], np.cumsum((vec & 1) == 0)])
+            offset = store.ctypes.data - start + ids.astype(np.int64) * stride
+            first, last = offset // page, (offset + stride - 1) // page
+            resident = int(np.count_nonzero(absent[last + 1] == absent[first]))
         with self._lock:
             self.rows += int(ids.size)
             self.resident += resident

@@ -10,6 +10,10 @@ arrays, compacted, in one pass). They give the same arrays, element for element
 (``tests/test_native.py``), so the samplers' distributions, keys and numbers do not depend on
 which one runs.
 
+``native/gather.cc``, in the same extension, is the host row gather of the feature loader
+(:func:`take_rows_kernel`, plain C called through ctypes by :func:`gns_jax.gather.take_rows`):
+rows prefetched ahead and written with non-temporal stores.
+
 The samplers call them through ``jax.lax.platform_dependent``: on a CPU the native kernel, on
 an accelerator the JAX version, compiled there with the rest of the sampler (the topology lives
 on the device either way). On a 2-core x86_64 CPU the native input layer of a 1M-node graph is
@@ -17,8 +21,8 @@ several times faster than XLA:CPU's dense ``[n, k]`` program over node-sized scr
 (``experiments/bench_epoch.py`` measures the sampler).
 
 The extension is optional: without a C++17 compiler at install time (or with
-``GNS_JAX_NATIVE=0`` in the environment) :func:`available` is false and the JAX versions run
-on the CPU too.
+``GNS_JAX_NATIVE=0`` in the environment) :func:`available` is false, the JAX versions run
+on the CPU too and the rows are gathered by NumPy.
 """
 
 from __future__ import annotations
@@ -32,7 +36,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["available", "expand_layer", "key_data", "make_block", "on_cpu", "relabel"]
+__all__ = [
+    "available",
+    "count_resident_kernel",
+    "expand_layer",
+    "key_data",
+    "make_block",
+    "on_cpu",
+    "relabel",
+    "sorted_order_kernel",
+    "take_rows_kernel",
+]
 
 _TARGETS = {
     "gns_expand_layer": "GnsExpandLayer",
@@ -65,6 +79,61 @@ def _require() -> None:
 def available() -> bool:
     """Whether the native CPU kernels are built and enabled (``GNS_JAX_NATIVE`` is not ``0``)."""
     return os.environ.get("GNS_JAX_NATIVE", "1") != "0" and _library() is not None
+
+
+def take_rows_kernel(id_dtype: np.dtype):
+    """The native host row gather (``native/gather.cc``) for ids of ``id_dtype`` (int32 or
+    int64), a ctypes function ``(store, ids, n, row_bytes, out)`` that releases the GIL, or None
+    when the kernels are not built or not enabled, or for another id type.
+    :func:`gns_jax.gather.take_rows` calls it; the ids must be in range."""
+    id_dtype = np.dtype(id_dtype)
+    if id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or not available():
+        return None
+    return _host_functions()["take_rows", id_dtype.itemsize]
+
+
+def sorted_order_kernel(id_dtype: np.dtype):
+    """The native bitmap sort (``native/gather.cc``) of distinct non-negative ids of
+    ``id_dtype`` (int32 or int64), a ctypes function ``(ids, n, span, ordered, rank) -> int``
+    (0, or 1 when an id repeats), or None as for :func:`take_rows_kernel`.
+    :func:`gns_jax.gather.sorted_order` calls it; the ids must lie in ``[0, span)``."""
+    id_dtype = np.dtype(id_dtype)
+    if id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or not available():
+        return None
+    return _host_functions()["sorted_order", id_dtype.itemsize]
+
+
+def count_resident_kernel(id_dtype: np.dtype):
+    """The native page-cache count (``native/gather.cc``) of rows of ``id_dtype`` ids (int32 or
+    int64), a ctypes function ``(resident, ids, n, offset, row_bytes, page) -> int`` over a
+    ``mincore`` vector, or None as for :func:`take_rows_kernel`.
+    :class:`gns_jax.instrument.PageCacheCounter` calls it."""
+    id_dtype = np.dtype(id_dtype)
+    if id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or not available():
+        return None
+    return _host_functions()["count_resident", id_dtype.itemsize]
+
+
+@functools.cache
+def _host_functions() -> dict[tuple[str, int], ctypes._CFuncPtr]:
+    """The plain C functions of ``native/gather.cc`` with their ctypes signatures."""
+    library = _library()
+    functions = {}
+    for size, id_type in ((4, ctypes.c_int32), (8, ctypes.c_int64)):
+        ids = ctypes.POINTER(id_type)
+        take = getattr(library, f"gns_take_rows_i{8 * size}")
+        take.restype = None
+        take.argtypes = [ctypes.c_void_p, ids, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+        functions["take_rows", size] = take
+        order = getattr(library, f"gns_sorted_order_i{8 * size}")
+        order.restype = ctypes.c_int
+        order.argtypes = [ids, ctypes.c_int64, ctypes.c_int64, ids, ctypes.POINTER(ctypes.c_int32)]
+        functions["sorted_order", size] = order
+        count = getattr(library, f"gns_count_resident_i{8 * size}")
+        count.restype = ctypes.c_int64
+        count.argtypes = [ctypes.c_void_p, ids] + [ctypes.c_int64] * 4
+        functions["count_resident", size] = count
+    return functions
 
 
 def on_cpu(kernel, fallback, *args):

@@ -7,7 +7,8 @@ import jax
 import numpy as np
 import pytest
 
-from experiments import bench_disk, bench_epoch
+from experiments import bench_disk, bench_epoch, bench_gather
+from gns_jax import native
 from gns_jax.data import load_dataset
 from gns_jax.instrument import process_io
 
@@ -35,6 +36,26 @@ def test_bench_epoch_reports_ns_and_gns_side_by_side(tmp_path, capsys):
     assert result["hardware"]["backend"] == jax.default_backend()
     assert "glibc_tunables" in result["hardware"]
     assert "| NS |" in (tmp_path / "bench_epoch.md").read_text()
+
+
+@pytest.mark.skipif(not native.available(), reason="gns_jax._native was not built")
+def test_bench_gather_times_native_numpy_and_copy_side_by_side(tmp_path, capsys):
+    spec = "synthetic:nodes=3000,degree=6,features=24,classes=3"
+    out = tmp_path / "gather.json"
+    assert (
+        bench_gather.main(
+            ["--dataset", spec, "--rows", "900", "40", "--repeats", "2"] + ["--out", str(out)]
+        )
+        == 0
+    )
+    result = json.loads(out.read_text())
+    assert [r["rows"] for r in result["runs"]] == [900, 40] and result["row_bytes"] == 96
+    for r in result["runs"]:
+        assert all(r["ms"][k] > 0 for k in ("native", "numpy", "copy"))
+        assert r["native_vs_copy"] == r["ms"]["native"] / r["ms"]["copy"]
+    assert "| 900 |" in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit, match="only 3000 rows"):
+        bench_gather.main(["--dataset", spec, "--rows", "3001", "--out", str(out)])
 
 
 @pytest.mark.slow

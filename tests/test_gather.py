@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from gns_jax import gather
+from gns_jax import gather, native
 from gns_jax.data.dataset import advise_random
 from gns_jax.features import FeatureLoader
 from gns_jax.instrument import PageCacheCounter, TransferMeter, drop_from_page_cache
@@ -138,3 +138,98 @@ def test_loader_buffer_reused_across_batches_keeps_every_input_right(tiny_datase
         expected.append(want)
     for got, want in zip(inputs, expected):  # none of them aliases the reused buffer
         np.testing.assert_array_equal(np.asarray(got), want)
+
+
+needs_native = pytest.mark.skipif(
+    not native.available(), reason="gns_jax._native was not built (no C++17 compiler)"
+)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "dtype, width, aligned",
+    [
+        (np.float32, 100, True),  # 400-byte rows into an aligned buffer: non-temporal stores
+        (np.float32, 100, False),  # the same rows into an unaligned buffer: memcpy
+        (np.float32, 3, True),  # 12-byte rows (not a multiple of 16): memcpy
+        (np.float16, 8, True),  # 16-byte rows
+        (np.float64, 33, True),
+    ],
+)
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_native_gather_is_numpys(monkeypatch, dtype, width, aligned, id_dtype):
+    """The native row gather writes every row as NumPy's indexing does, into any buffer, with
+    either id type, over one thread or several (whose pieces start anywhere in the rows)."""
+    monkeypatch.setattr(gather, "_GATHER_SPLIT", 97)
+    rng = np.random.default_rng(5)
+    store = rng.normal(size=(3000, width)).astype(dtype)
+    ids = rng.choice(3000, 1000, replace=True).astype(id_dtype)  # repeats are fine here
+    raw = np.full(1000 * width * store.itemsize + 128, 0xFF, np.uint8)
+    offset = 0 if aligned else store.itemsize  # off a 16-byte boundary when not aligned
+    start = -raw.ctypes.data % 64 + offset
+    out = raw[start : start + 1000 * width * store.itemsize].view(dtype).reshape(1000, width)
+    assert (out.ctypes.data % 16 == 0) == aligned
+    gather.take_rows(store, ids, out)
+    np.testing.assert_array_equal(out, store[ids])
+    assert (raw[:start] == 0xFF).all() and (raw[start + out.nbytes :] == 0xFF).all()
+
+
+@needs_native
+def test_native_gather_is_what_runs(monkeypatch):
+    """take_rows calls the native kernel when it is built and enabled, NumPy's take otherwise:
+    a store whose take is broken only gives wrong rows where NumPy runs."""
+    calls = []
+    real = native.take_rows_kernel
+
+    def spy(id_dtype):
+        kernel = real(id_dtype)
+        calls.append(kernel is not None)
+        return kernel
+
+    monkeypatch.setattr(native, "take_rows_kernel", spy)
+    store = np.arange(60, dtype=np.float32).reshape(20, 3)
+    out = np.zeros((4, 3), np.float32)
+    gather.take_rows(store, np.array([3, 1, 19, 0]), out)
+    assert calls == [True]
+    monkeypatch.setenv("GNS_JAX_NATIVE", "0")
+    gather.take_rows(store, np.array([3, 1, 19, 0]), out)
+    assert calls == [True, False]
+    np.testing.assert_array_equal(out, store[[3, 1, 19, 0]])
+
+
+@pytest.mark.parametrize("enabled", ["1", "0"])
+def test_sorted_order_native_and_numpy_agree(monkeypatch, enabled):
+    """The native bitmap sort and the NumPy one give argsort's order and ranks, and both give up
+    on a repeated id (argsort then)."""
+    monkeypatch.setenv("GNS_JAX_NATIVE", enabled)
+    rng = np.random.default_rng(6)
+    for id_dtype in (np.int32, np.int64):
+        ids = rng.choice(200_000, 60_000, replace=False).astype(id_dtype)
+        for case in (ids, np.concatenate([ids[:500], ids[:1]])):  # distinct, then one repeat
+            ordered, rank = gather.sorted_order(case)
+            want_ordered, want_rank = reference_order(case)
+            np.testing.assert_array_equal(ordered, want_ordered)
+            np.testing.assert_array_equal(ordered[rank], case)
+            if case.shape[0] == ids.shape[0]:
+                np.testing.assert_array_equal(rank, want_rank)
+
+
+@needs_native
+@pytest.mark.parametrize("page", [4096, 1000])  # a power of two (shifts), and not (divisions)
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_native_page_cache_count_is_numpys(page, id_dtype):
+    """The native count of rows wholly on resident pages is the NumPy formula's, for rows that
+    straddle pages and a store that starts inside its first page."""
+    rng = np.random.default_rng(7)
+    row_bytes, rows, offset = 400, 5000, 123
+    pages = -(-(offset + rows * row_bytes) // page)
+    vec = (rng.random(pages) < 0.7).astype(np.uint8) | 0x80  # only bit 0 means resident
+    ids = rng.choice(rows, 2000, replace=False).astype(id_dtype)
+    absent = np.concatenate([[0], np.cumsum((vec & 1) == 0)])
+    start = offset + ids.astype(np.int64) * row_bytes
+    first, last = start // page, (start + row_bytes - 1) // page
+    want = int(np.count_nonzero(absent[last + 1] == absent[first]))
+    kernel = native.count_resident_kernel(id_dtype)
+    pointer = ids.ctypes.data_as(kernel.argtypes[1])
+    got = kernel(vec.ctypes.data, pointer, ids.size, offset, row_bytes, page)
+    assert got == want and 0 < want < ids.size
