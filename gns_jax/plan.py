@@ -25,9 +25,10 @@ NS's. A fraction *keeps up* when ``noise_ratio <= NOISE_LIMIT`` and its batches 
 ``ROWS_LIMIT`` of NS's feature rows (above that the cache no longer saves the copies it is for).
 
 **What it picks.** It tries the fractions of :data:`FRACTIONS` in increasing order (at least two)
-and stops at the first that keeps up; ``chosen`` is that fraction. When none does within the rows
-limit, it picks the one with the lowest noise ratio among those within it (``keeps_up: false``)
-and says so: NS is then the better sampler for the graph.
+and stops at the first that keeps up, or at one that moves more rows than the limit (larger
+caches move more still), never before the second; ``chosen`` is that fraction. When none keeps
+up, it picks the one with the lowest noise ratio among those within the rows limit (the first
+when none is; ``keeps_up: false``) and says so: NS is then the better sampler for the graph.
 
 ``NOISE_LIMIT`` and ``BATCHES`` were set on a first sweep of ``experiments/plan.py`` (seeds 0-3,
 a limit of 1.2 over 8 batches: it chose caches that ended 1.1-2.8 points below NS on Cora and the
@@ -209,8 +210,8 @@ def plan_cache_fraction(
         )
         if ok and chosen is None:
             chosen = fraction
-        if (chosen is not None and i >= 1) or rows_vs_ns > rows_limit:
-            break  # found (after two tried), or larger caches move even more rows
+        if i >= 1 and (chosen is not None or rows_vs_ns > rows_limit):
+            break  # found, or larger caches move even more rows (always two tried)
     keeps_up = chosen is not None
     if not keeps_up:
         within = [m for m in measured if m["rows_vs_ns"] <= rows_limit] or measured[:1]

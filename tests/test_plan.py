@@ -80,6 +80,16 @@ def test_plan_stops_at_the_first_that_keeps_up(tiny_dataset, gns_config):
     assert plan["chosen"] == 0.01 and plan["keeps_up"] is True
 
 
+def test_plan_tries_two_even_when_the_first_moves_too_many_rows(tiny_dataset, gns_config):
+    """A first fraction over the rows limit (every fraction moves more rows than it) still
+    gets a second measured: the plan records at least two (a 140-node training split with
+    batch 1000 on Cora stopped after one)."""
+    kw = dict(fractions=(0.01, 0.1, 1.0), noise_limit=1e9, rows_limit=0.0, warmup=1, batches=3)
+    plan = _plan(tiny_dataset, gns_config, **kw)
+    assert plan["fractions"] == [0.01, 0.1] and plan["keeps_up"] is False
+    assert all(m["rows_vs_ns"] > 0.0 for m in plan["measured"])
+
+
 def test_auto_rules():
     assert parse_fraction("auto") == "auto" and parse_fraction("0.05") == 0.05
     with pytest.raises(ValueError, match="auto"):
