@@ -131,7 +131,6 @@ def normalize_rows(features: np.ndarray) -> np.ndarray:
 
 
 @jax.jit
-@jax.jit  # one dispatch, not one per operation
 def _slots(slot_of: jax.Array, src_nodes: jax.Array) -> jax.Array:
     return slot_of[jnp.where(src_nodes >= 0, src_nodes, slot_of.shape[0] - 1)]
 

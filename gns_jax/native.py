@@ -86,10 +86,7 @@ def take_rows_kernel(id_dtype: np.dtype):
     int64), a ctypes function ``(store, ids, n, row_bytes, out)`` that releases the GIL, or None
     when the kernels are not built or not enabled, or for another id type.
     :func:`gns_jax.gather.take_rows` calls it; the ids must be in range."""
-    id_dtype = np.dtype(id_dtype)
-    if id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or not available():
-        return None
-    return _host_functions()["take_rows", id_dtype.itemsize]
+    return _host_function("take_rows", id_dtype)
 
 
 def sorted_order_kernel(id_dtype: np.dtype):
@@ -97,10 +94,7 @@ def sorted_order_kernel(id_dtype: np.dtype):
     ``id_dtype`` (int32 or int64), a ctypes function ``(ids, n, span, ordered, rank) -> int``
     (0, or 1 when an id repeats), or None as for :func:`take_rows_kernel`.
     :func:`gns_jax.gather.sorted_order` calls it; the ids must lie in ``[0, span)``."""
-    id_dtype = np.dtype(id_dtype)
-    if id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or not available():
-        return None
-    return _host_functions()["sorted_order", id_dtype.itemsize]
+    return _host_function("sorted_order", id_dtype)
 
 
 def count_resident_kernel(id_dtype: np.dtype):
@@ -108,10 +102,14 @@ def count_resident_kernel(id_dtype: np.dtype):
     int64), a ctypes function ``(resident, ids, n, offset, row_bytes, page) -> int`` over a
     ``mincore`` vector, or None as for :func:`take_rows_kernel`.
     :class:`gns_jax.instrument.PageCacheCounter` calls it."""
+    return _host_function("count_resident", id_dtype)
+
+
+def _host_function(name: str, id_dtype: np.dtype):
     id_dtype = np.dtype(id_dtype)
     if id_dtype not in (np.dtype(np.int32), np.dtype(np.int64)) or not available():
         return None
-    return _host_functions()["count_resident", id_dtype.itemsize]
+    return _host_functions()[name, id_dtype.itemsize]
 
 
 @functools.cache

@@ -3,8 +3,8 @@
 // releases the GIL). Plain C functions, no XLA: the rows are gathered on the host before they
 // are put on the device.
 //
-// Two things make it faster than NumPy's take of the same rows (experiments/bench_epoch.py
-// measures both against a plain copy of the same bytes):
+// Two things make it faster than NumPy's take of the same rows (experiments/bench_gather.py
+// times both against a plain copy of the same bytes):
 //
 //   * the rows PREFETCH_ROWS ahead are prefetched, every cache line of them, so that the
 //     memory reads of a batch's scattered rows overlap instead of waiting one row at a time;
@@ -82,11 +82,6 @@ inline __attribute__((always_inline)) void RanksBody(const Id* ids, int64_t n,
   }
 }
 
-template <typename Id>
-void Ranks(const Id* ids, int64_t n, const uint64_t* bits, const int32_t* before, int32_t* rank) {
-  RanksBody(ids, n, bits, before, rank);
-}
-
 // x86_64's baseline has no popcount instruction (the build targets the baseline): the same loop
 // inlined into a function compiled for it, chosen at run time where the CPU has it (a third
 // faster for 300,000 ids).
@@ -128,33 +123,34 @@ int SortedOrder(const Id* ids, int64_t n, int64_t span, Id* ordered, int32_t* ra
     return 0;
   }
 #endif
-  Ranks(ids, n, bits.data(), before.data(), rank);
+  RanksBody(ids, n, bits.data(), before.data(), rank);
   return 0;
+}
+
+template <typename Id, typename PageOf>
+int64_t CountResidentBy(const uint8_t* resident, const Id* ids, int64_t n, int64_t offset,
+                        int64_t row_bytes, PageOf page_of) {
+  int64_t count = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t start = offset + static_cast<int64_t>(ids[k]) * row_bytes;
+    const int64_t last = page_of(start + row_bytes - 1);
+    bool all = true;
+    for (int64_t p = page_of(start); p <= last && all; ++p) all = resident[p] & 1;
+    count += all;
+  }
+  return count;
 }
 
 template <typename Id>
 int64_t CountResident(const uint8_t* resident, const Id* ids, int64_t n, int64_t offset,
                       int64_t row_bytes, int64_t page) {
-  int64_t count = 0;
   if ((page & (page - 1)) == 0) {  // a power of two (every page size is): shifts, not divisions
     const int shift = __builtin_ctzll(static_cast<uint64_t>(page));
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t start = offset + static_cast<int64_t>(ids[k]) * row_bytes;
-      const int64_t last = (start + row_bytes - 1) >> shift;
-      bool all = true;
-      for (int64_t p = start >> shift; p <= last && all; ++p) all = resident[p] & 1;
-      count += all;
-    }
-    return count;
+    return CountResidentBy(resident, ids, n, offset, row_bytes,
+                           [shift](int64_t byte) { return byte >> shift; });
   }
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t start = offset + static_cast<int64_t>(ids[k]) * row_bytes;
-    const int64_t last = (start + row_bytes - 1) / page;
-    bool all = true;
-    for (int64_t p = start / page; p <= last && all; ++p) all = resident[p] & 1;
-    count += all;
-  }
-  return count;
+  return CountResidentBy(resident, ids, n, offset, row_bytes,
+                         [page](int64_t byte) { return byte / page; });
 }
 
 }  // namespace
@@ -174,7 +170,6 @@ int64_t gns_count_resident_i64(const uint8_t* resident, const int64_t* ids, int6
   return CountResident(resident, ids, n, offset, row_bytes, page);
 }
 
-
 // ordered = the n distinct ids in [0, span) in ascending order, rank[k] = the position of ids[k]
 // in ordered. Returns 0, or 1 (nothing meaningful written) when an id repeats. int32 ids.
 int gns_sorted_order_i32(const int32_t* ids, int64_t n, int64_t span, int32_t* ordered,
@@ -187,7 +182,6 @@ int gns_sorted_order_i64(const int64_t* ids, int64_t n, int64_t span, int64_t* o
                          int32_t* rank) {
   return SortedOrder(ids, n, span, ordered, rank);
 }
-
 
 // out[i * row_bytes ...] = store[ids[i] * row_bytes ...] for i < n; int32 ids.
 void gns_take_rows_i32(const void* store, const int32_t* ids, int64_t n, int64_t row_bytes,
