@@ -15,6 +15,8 @@ The supported surface is listed in ``__all__``. Modules, from the data to the co
   ``metrics``: accuracy, F1 and ROC-AUC from probabilities;
 * ``step``: the train state and the pure train step; ``results``: a run's record and JSON;
   ``train``: ``fit``, ``load_model``, ``predict``; ``checkpoint``: orbax checkpoints;
+* ``parallel``: data parallelism over devices and hosts; ``pipeline``: pipeline parallelism
+  with local learning (PPLL), one stage of layers a device;
 * ``instrument``: transfer, compilation and time counters, progress; ``cli``: the command.
 
 ``docs/`` explains the architecture and the algorithm.
@@ -56,6 +58,7 @@ _WHERE = {
     "LoaderState": "gns_jax.loader",
     "MiniBatch": "gns_jax.sampling",
     "NodeWiseSampler": "gns_jax.sampling",
+    "PipelineStepper": "gns_jax.pipeline",
     "SAGEConv": "gns_jax.models",
     "Sampler": "gns_jax.sampling",
     "Task": "gns_jax.tasks",
@@ -136,6 +139,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     from gns_jax.loader import Batch, DeviceBatch, Loader, LoaderState
     from gns_jax.models import GraphSAGE, SAGEConv
     from gns_jax.parallel import DataParallel, make_parallel_train_step
+    from gns_jax.pipeline import PipelineStepper
     from gns_jax.sampling import (
         Block,
         Budget,
@@ -178,6 +182,7 @@ __all__ = [
     "LoaderState",
     "MiniBatch",
     "NodeWiseSampler",
+    "PipelineStepper",
     "SAGEConv",
     "Sampler",
     "Task",

@@ -324,9 +324,17 @@ class RunCheckpoints:
         every = self.config.checkpoint_every
         return bool(every) and batches_done % every == 0 and not last_of_epoch
 
-    def resume(self, state, run, loader, log):
+    def until_due(self, batches_done: int) -> int:
+        """Batches from the ``batches_done``-th to the next mid-epoch save (or a large number)."""
+        every = self.config.checkpoint_every
+        return every - batches_done % every if every else 2**62
+
+    def resume(self, state, run, loader, log, params=None):
         """Restores the latest checkpoint into ``run`` and ``loader``; returns
-        ``(state, epoch, batch index, step)`` or None (no checkpoint: a fresh start)."""
+        ``(state, epoch, batch index, step)`` or None (no checkpoint: a fresh start).
+        ``state`` and ``params`` (the model's parameters; default ``state.params``) are the
+        templates of what is read back."""
+        params = state.params if params is None else params
         where = self.config.checkpoint_dir
 
         def template(record):
@@ -334,7 +342,7 @@ class RunCheckpoints:
             record.setdefault("config", {}).setdefault("devices", 1)
             check_compatible(record, self.identity, self.options, self.resumable, where)
             slots = int(record["cache_slots"])
-            return {"state": state, "best": state.params, "cache_ids": np.zeros(slots, np.int32)}
+            return {"state": state, "best": params, "cache_ids": np.zeros(slots, np.int32)}
 
         found = self.store.latest(template)
         if found is None:
@@ -352,14 +360,18 @@ class RunCheckpoints:
         log(f"resumed from checkpoint {step} in {where}: epoch {epoch + 1}, batch {index + 1}")
         return arrays["state"], epoch, index, step
 
-    def save(self, state, run, batch_state, epoch_done: bool) -> None:
-        """Saves ``state`` (one device's copy), the best parameters and the run's record at the
-        loader position ``batch_state``."""
+    def save(self, state, run, batch_state, epoch_done: bool, params=None) -> None:
+        """Saves ``state`` (one device's copy; a pipeline's, one a stage), the best parameters
+        and the run's record at the loader position ``batch_state``. ``params``: the model's
+        parameters now (default ``state.params``), saved as the best before any evaluation."""
         padded = np.full(max(self.slots, 1), -1, np.int32)
         if batch_state.cache_ids is not None:
             padded[: batch_state.cache_ids.size] = batch_state.cache_ids
         position = batch_state.epoch * self.num_batches + batch_state.index
-        best = state.params if run.best_params is None else run.best_params
+        if run.best_params is not None:
+            best = run.best_params
+        else:
+            best = state.params if params is None else params
         self.store.save(
             position,
             {"state": state, "best": best, "cache_ids": padded},

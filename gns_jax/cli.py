@@ -442,7 +442,7 @@ def run_plan(args: argparse.Namespace) -> dict:
     args.cache_fraction = "auto"
     config = _config(args)
     if config.devices != 1:
-        config = config.replace(devices=1)  # the pilot runs on one device
+        config = config.replace(devices=1, parallel="data")  # the pilot runs on one device
     out = check_output(args.out) if args.out is not None else None
     dataset = _load(config.dataset, config.data_dir, config.split_seed, args.quiet)
     enable_compile_cache(args.no_compile_cache)

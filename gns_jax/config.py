@@ -37,6 +37,7 @@ __all__ = [
     "EVAL_FANOUT",
     "EVAL_MODES",
     "METRIC_CHOICES",
+    "PARALLEL",
     "FEATURE_NORMS",
     "RESUMABLE",
     "SAMPLERS",
@@ -55,6 +56,7 @@ SAMPLERS = ("gns", "ns", "ladies")
 EVAL_MODES = ("auto", "exact", "sampled")
 METRIC_CHOICES = ("auto", "accuracy", "f1_micro", "f1_macro", "roc_auc")  # gns_jax.metrics
 TASK_CHOICES = ("auto", "multiclass", "binary", "multilabel")  # gns_jax.tasks
+PARALLEL = ("data", "pipeline")  # gns_jax.parallel, gns_jax.pipeline
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
 FEATURE_NORMS = ("auto", "row", "none")
 BUDGETS = ("auto", "calibrated", "worst")
@@ -91,7 +93,7 @@ GROUPS = (
     "evaluation",
     "input side",
     "checkpoints",
-    "several devices (data parallelism; --batch-size is the global batch)",
+    "several devices (--parallel data: --batch-size is the global batch)",
 )
 
 
@@ -165,8 +167,11 @@ class TrainConfig:
     ``checkpoint_every`` batches (0: epoch ends only); ``resume`` continues from the latest valid
     one (:mod:`gns_jax.checkpoint`).
 
-    ``devices``: data-parallel training over this many devices (:mod:`gns_jax.parallel`);
+    ``devices``: training over this many devices. ``parallel="data"`` (:mod:`gns_jax.parallel`):
     ``batch_size`` is the global batch, one equal shard a device, so it must divide evenly.
+    ``parallel="pipeline"`` (:mod:`gns_jax.pipeline`): the layers split into one stage a device
+    (at most one device a layer), every stage trained by its local loss through a local head of
+    ``local_head`` hidden units (0: linear), ``stage_queue`` batches between two stages.
 
     ``dataset``, ``data_dir`` and ``split_seed`` name the data a run read (the command fills
     them; :func:`gns_jax.train.fit` takes the loaded dataset itself and only records them).
@@ -303,11 +308,30 @@ class TrainConfig:
     )
     devices: int = _option(
         1,
-        "train data-parallel on N devices, or 'all' (on a CPU, "
+        "train on N devices, or 'all' (on a CPU, "
         "XLA_FLAGS=--xla_force_host_platform_device_count=N makes N devices)",
-        "several devices (data parallelism; --batch-size is the global batch)",
+        "several devices (--parallel data: --batch-size is the global batch)",
         parse=parse_devices,
         metavar="N",
+    )
+    parallel: str = _option(
+        "data",
+        "data: every device trains a replica on its shard of the batch; pipeline: the "
+        "model's layers split into one stage a device, each trained by its own local head "
+        "and loss (PPLL), batches streamed through the stages",
+        "several devices (--parallel data: --batch-size is the global batch)",
+        choices=PARALLEL,
+    )
+    local_head: int = _option(
+        0,
+        "pipeline: hidden width of every stage's local head but the last (0: a linear "
+        "classifier on the stage's output)",
+        "several devices (--parallel data: --batch-size is the global batch)",
+    )
+    stage_queue: int = _option(
+        2,
+        "pipeline: batches a queue between two stages holds",
+        "several devices (--parallel data: --batch-size is the global batch)",
     )
     dataset: str | None = _option(
         None,
@@ -346,10 +370,10 @@ class TrainConfig:
                 f"one per layer: {len(self.fanouts)} (as fanouts), got {len(self.eval_fanouts)}",
             )
         positive = ("epochs", "batch_size", "hidden", "eval_every", "cache_refresh")
-        for name in (*positive, "ladies_nodes", "devices"):
+        for name in (*positive, "ladies_nodes", "devices", "stage_queue"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be a positive integer, got {getattr(self, name)}")
-        for name in ("seed", "split_seed", "prefetch", "checkpoint_every"):
+        for name in ("seed", "split_seed", "prefetch", "checkpoint_every", "local_head"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ConfigError(name, f"must be >= 0, got {value}")
@@ -377,7 +401,14 @@ class TrainConfig:
         if not (self.weight_clip > 0 and math.isfinite(self.weight_clip)):
             raise ConfigError("weight_clip", f"must be a positive number, got {self.weight_clip}")
         check_estimator(self.gns_weights, self.input_fanout, ("gns_weights", "input_fanout"))
-        if self.batch_size % self.devices:
+        _check_choice("parallel", self.parallel, PARALLEL)
+        if self.parallel == "pipeline" and self.devices > len(self.fanouts):
+            raise ConfigError(
+                "devices",
+                f"the pipeline puts at least one layer on each device: {len(self.fanouts)} "
+                f"layer(s) (fanouts) cannot fill {self.devices} devices",
+            )
+        if self.data_shards > 1 and self.batch_size % self.devices:
             raise ConfigError(
                 "batch_size",
                 f"{self.batch_size} seeds do not split evenly over {self.devices} devices",
@@ -385,6 +416,12 @@ class TrainConfig:
         if self.resume and not self.checkpoint_dir:
             raise ConfigError("resume", "needs a checkpoint_dir to resume from")
         return self
+
+    @property
+    def data_shards(self) -> int:
+        """Shards of a batch: one a device for data parallelism, one for the pipeline (every
+        stage sees the whole batch)."""
+        return self.devices if self.parallel == "data" else 1
 
     # -- JSON ---------------------------------------------------------------------------------
 

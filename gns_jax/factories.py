@@ -40,6 +40,7 @@ __all__ = [
     "make_loader",
     "make_model",
     "make_parallel",
+    "make_pipeline",
     "make_optimizer",
     "make_sampler",
     "prepare_features",
@@ -84,7 +85,7 @@ def batch_size(dataset: Dataset, config: TrainConfig) -> int:
 def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None) -> Sampler:
     """The sampler of ``config.sampler``, at its worst-case budget, for one device's shard of a
     batch (the whole batch on one device)."""
-    size = -(-batch_size(dataset, config) // config.devices) if size is None else size
+    size = -(-batch_size(dataset, config) // config.data_shards) if size is None else size
     if config.sampler == "ns":
         return NodeWiseSampler(dataset.graph, config.fanouts, size)
     if config.sampler == "ladies":  # the same nodes in every layer, one layer per fan-out
@@ -146,8 +147,15 @@ def eval_fanouts(config: TrainConfig) -> tuple[int, ...]:
 
 
 def make_parallel(config: TrainConfig) -> DataParallel | None:
-    """Data parallelism over ``config.devices`` (and every process), or None for one device.
-    Raises ConfigError for checkpoints with several processes (not supported yet)."""
+    """Data parallelism over ``config.devices`` (and every process), or None for one device
+    and for the pipeline (:mod:`gns_jax.pipeline`; its loader feeds one device). Raises
+    ConfigError for checkpoints with several processes (not supported yet) and for a
+    pipeline over several processes."""
+    if config.parallel == "pipeline":
+        if jax.process_count() > 1:
+            raise ConfigError("parallel", "the pipeline runs in one process; use --parallel data")
+        resolve_devices(config.devices)
+        return None
     if resolve_devices(config.devices) == 1 and jax.process_count() == 1:
         return None
     parallel = DataParallel.over(config.devices)
@@ -251,3 +259,19 @@ def check_memory(
             f"{have / 2**30:,.1f} GiB {where} has available",
         )
     return parts
+
+
+def make_pipeline(model, tx, config: TrainConfig, base_key, dropout_key, loss, task):
+    """The pipeline of ``config`` (:class:`~gns_jax.pipeline.PipelineStepper`): one stage a
+    device over the first ``config.devices`` devices, the local heads drawn from the run's
+    ``HEADS`` stream."""
+    from gns_jax.loader import HEADS
+    from gns_jax.pipeline import PipelineStepper
+
+    devices = jax.devices()[: resolve_devices(config.devices)]
+    with jax.transfer_guard_host_to_device("allow"):
+        head_key = jax.random.fold_in(base_key, HEADS)
+    return PipelineStepper(
+        model, tx, devices, dropout_key, head_key=head_key, head_width=config.local_head,
+        queue_depth=config.stage_queue, loss=loss, task=task,
+    )  # fmt: skip

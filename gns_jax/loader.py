@@ -61,7 +61,7 @@ from gns_jax.sampling.budget import Budget, BudgetPolicy
 
 __all__ = ["BUDGETS", "Batch", "DeviceBatch", "Loader", "LoaderState"]
 
-SHUFFLE, SAMPLE, DROPOUT, INIT, CACHE, CALIBRATE = 0, 1, 2, 3, 4, 5  # one stream a purpose
+SHUFFLE, SAMPLE, DROPOUT, INIT, CACHE, CALIBRATE, HEADS = range(7)  # one stream a purpose
 
 
 class DeviceBatch(NamedTuple):

@@ -9,7 +9,10 @@ ids, samplers or caches: the estimator (node-wise mean ``1/k``, GNS importance w
 ``edge_weight``, so one model serves every sampler.
 
 A model may also offer exact full-graph inference (:class:`~gns_jax.evaluate.ExactInference`):
-:class:`GraphSAGE` does, through :meth:`GraphSAGE.project`.
+:class:`GraphSAGE` does, through :meth:`GraphSAGE.project`. A model trained by the pipeline
+(``parallel="pipeline"``, :mod:`gns_jax.pipeline`) offers its layers one by one:
+``pipeline_layers()`` (each layer, called as ``layer(h, block)``, with its output width) and
+``layer_input(index, h, key)`` (what goes between layers, without variables); GraphSAGE does.
 """
 
 from __future__ import annotations
@@ -113,14 +116,28 @@ class GraphSAGE(nnx.Module):
             return self_part, h.matmul(conv.nbr_proj.kernel[...])
         return conv.self_proj(h), conv.nbr_proj(h)
 
+    def pipeline_layers(self) -> list[tuple[SAGEConv, int]]:
+        """The layers, input layer first, each with its output width: what a pipeline stage
+        holds (:mod:`gns_jax.pipeline`). Layer ``i`` reads :meth:`layer_input` ``(i, ...)``."""
+        return [(conv, conv.self_proj.out_features) for conv in self.convs]
+
+    def layer_input(self, index: int, h: jax.Array, key: jax.Array | None) -> jax.Array:
+        """What layer ``index`` reads: the input features after dropout (``index == 0``), or the
+        previous layer's output after ReLU and dropout. ``key`` is the step's dropout key
+        (None: no dropout); each layer draws its own part of it. Holds no variables, so a
+        pipeline stage can apply it to its own layers."""
+        if index > 0:
+            h = jax.nn.relu(h)
+        if key is None:
+            return h
+        keys = jax.random.split(key, self.num_layers + 1)
+        return dropout(keys[index - 1], h, self.dropout_rate)  # the input layer: keys[-1]
+
     def __call__(
         self, x: jax.Array, blocks: Sequence[Block], *, key: jax.Array | None = None
     ) -> jax.Array:
         """Logits of the seed slots. ``key=None`` means deterministic (evaluation)."""
-        keys = [None] * (len(blocks) + 1) if key is None else jax.random.split(key, len(blocks) + 1)
-        h = dropout(keys[-1], x, self.dropout_rate)
+        h = x
         for i, (conv, block) in enumerate(zip(self.convs, blocks, strict=True)):
-            h = conv(h, block)
-            if i < len(blocks) - 1:
-                h = dropout(keys[i], jax.nn.relu(h), self.dropout_rate)
+            h = conv(self.layer_input(i, h, key), block)
         return h

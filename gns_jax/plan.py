@@ -127,7 +127,7 @@ def plan_cache_fraction(
         raise ConfigError("batches", f"the noise needs at least 2 batches, got {batches}")
     log = log or (lambda line: None)
     start = time.perf_counter()
-    config = config.replace(prefetch=0, devices=1)
+    config = config.replace(prefetch=0, devices=1, parallel="data")
     with jax.transfer_guard_host_to_device("allow"):
         base = jax.random.key(config.seed)
         if model is None:

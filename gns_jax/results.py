@@ -74,10 +74,17 @@ class RunRecord:
         self.best_params = None  # a copy of the parameters of the best epoch
         self.totals = Totals()
         self.epoch_losses: list = []
+        self.epoch_stage_losses: list = []  # a pipeline's: one list of stage losses a batch
 
-    def add(self, batch, loss) -> None:
+    def add(self, batch, loss, stage_losses=None) -> None:
         self.epoch_losses.append(loss)
+        if stage_losses is not None:
+            self.epoch_stage_losses.append([float(v) for v in stage_losses])
         self.totals.add(batch)
+
+    def new_epoch(self) -> None:
+        """Forgets the per-batch losses (an epoch starts)."""
+        self.epoch_losses, self.epoch_stage_losses = [], []
 
     def checkpoint(self, epoch_done: bool) -> dict:
         """What a checkpoint's record holds of the run."""
@@ -86,6 +93,7 @@ class RunRecord:
             "best": self.best,
             "totals": self.totals.to_json(),
             "epoch_losses": [] if epoch_done else [float(v) for v in self.epoch_losses],
+            "epoch_stage_losses": [] if epoch_done else self.epoch_stage_losses,
         }
 
     def restore(self, record: dict, best_params) -> None:
@@ -93,11 +101,16 @@ class RunRecord:
         self.best_params = best_params if self.best["epoch"] >= 0 else None
         self.totals = Totals(**record["totals"])
         self.epoch_losses = list(record["epoch_losses"])
+        self.epoch_stage_losses = list(record.get("epoch_stage_losses", []))
 
     def epoch_done(self, epoch: int, seconds: float, io: dict) -> dict:
         """The record of an epoch just trained (its mean loss, time and reads)."""
         loss = float(np.mean(np.asarray(self.epoch_losses, dtype=np.float32)))
-        return {"epoch": epoch + 1, "train_loss": loss, "time_s": seconds} | io
+        record = {"epoch": epoch + 1, "train_loss": loss, "time_s": seconds} | io
+        if self.epoch_stage_losses:  # a pipeline: each stage's local loss
+            means = np.mean(np.asarray(self.epoch_stage_losses, dtype=np.float32), axis=0)
+            record["stage_losses"] = [float(v) for v in means]
+        return record
 
     def evaluated(self, record: dict, epoch: int, scores: dict, seconds: float, params) -> None:
         """Adds an evaluation's ``scores`` (:meth:`gns_jax.evaluate.Evaluator.scores`) to the

@@ -205,6 +205,32 @@ class Stepper:
         self.batches += 1
         return state, batch, np.float32(jax.device_get(self.local(metrics["loss"])))
 
+    def run(self, state: TrainState, batches, count: int, log, on_batch) -> tuple:
+        """Steps on the next ``count`` batches; ``on_batch(batch, loss, None)`` hears of each.
+        Returns ``(state, last batch)`` (the interface of
+        :class:`gns_jax.pipeline.PipelineStepper`)."""
+        batch = None
+        for _ in range(count):
+            state, batch, loss = self(state, batches, log)
+            on_batch(batch, loss, None)
+        return state, batch
+
+    def model_variables(self, state: TrainState):
+        """The model's ``(params, rest)``, one device's copy."""
+        return self.local((state.params, state.rest))
+
+    def model_state(self, state: TrainState) -> TrainState:
+        """The train state of the model, one device's copy."""
+        return self.local(state)
+
+    def report(self) -> dict:
+        """The stage keys of the JSON results: None (no pipeline)."""
+        keys = ("stage_devices", "stage_layers", "stage_compilations", "stage_busy_fraction")
+        return {"parallel": "data"} | dict.fromkeys((*keys, "stage_wait_s", "stage_blocked_s"))
+
+    def close(self) -> None:
+        """Nothing to stop (the interface of :class:`gns_jax.pipeline.PipelineStepper`)."""
+
     def timing(self) -> dict[str, float]:
         """The mean wait for a batch and step time, and the share of waiting."""
         n = max(self.batches, 1)

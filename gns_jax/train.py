@@ -38,12 +38,14 @@ from gns_jax.factories import (
     make_model,
     make_optimizer,
     make_parallel,
+    make_pipeline,
     make_sampler,
     prepare_features,
 )
 from gns_jax.instrument import IoMeter, Reporter, TransferMeter
 from gns_jax.loader import DROPOUT, INIT
 from gns_jax.models import GraphSAGE
+from gns_jax.pipeline import PipelineState, build_stages
 from gns_jax.plan import plan_cache_fraction
 from gns_jax.results import RunRecord, resolve_metric
 from gns_jax.step import (
@@ -148,7 +150,12 @@ def fit(
         if model is None:
             model = make_model(dataset, config, jax.random.fold_in(base_key, INIT))
         dropout_key = jax.random.fold_in(base_key, DROPOUT)
-    graphdef, state = init_state(model, tx)
+    if config.parallel == "pipeline":  # one stage a device, local learning (gns_jax.pipeline)
+        stepper = make_pipeline(model, tx, config, base_key, dropout_key, loss or task.loss, task)
+        graphdef, state = stepper.graphdef, stepper.initial
+    else:
+        graphdef, state = init_state(model, tx)
+        stepper = Stepper(graphdef, tx, parallel, dropout_key, loss=loss or task.loss, task=task)
     eval_mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = None
     if evaluate_model:  # its own meter: evaluation's bytes are not training's
@@ -156,14 +163,15 @@ def fit(
         evaluator = make_evaluator(
             dataset, config, features, eval_mode, task, eval_meter, reporter.line
         )
-    stepper = Stepper(graphdef, tx, parallel, dropout_key, loss=loss or task.loss, task=task)
     start_epoch, start_index, resumed_from, checkpoints = 0, 0, None, None
     if config.checkpoint_dir:
         checkpoints = RunCheckpoints(
             config, dataset_identity(dataset), class_name(model), sampler.cache_size,
             loader.num_batches, RESUMABLE,
         )  # fmt: skip
-        if config.resume and (found := checkpoints.resume(state, run, loader, reporter.line)):
+        params = stepper.model_variables(state)[0]
+        found = config.resume and checkpoints.resume(state, run, loader, reporter.line, params)
+        if found:
             state, start_epoch, start_index, resumed_from = found
 
     def results(status: str) -> dict:
@@ -173,6 +181,7 @@ def fit(
             eval_mode=eval_mode, parallel=parallel, io_meter=io_meter,
         )  # fmt: skip
         out["cache_fraction"] = config.cache_fraction if sampler.uses_cache else None
+        out |= stepper.report()
         if plan is not None:
             out["plan"] = plan
         return out
@@ -186,23 +195,36 @@ def fit(
             if epoch == 1 or (epoch == start_epoch and epoch > 0):
                 stepper.reset_timing()  # the first epoch's compilation not counted
             if epoch > start_epoch or first == 0:
-                run.epoch_losses = []
+                run.new_epoch()
             title = f"epoch {epoch + 1}/{config.epochs}"
             with reporter.progress(title, loader.num_batches - first) as progress:
-                for _ in range(first, loader.num_batches):
-                    state, batch, batch_loss = stepper(state, batches, reporter.line)
-                    run.add(batch, batch_loss)
+
+                def on_batch(batch, batch_loss, stage_losses):
+                    run.add(batch, batch_loss, stage_losses)
                     progress.advance()
-                    last = batch.index == loader.num_batches - 1
+
+                index = first
+                while index < loader.num_batches:
+                    # up to the next mid-epoch checkpoint, if any (a pipeline drains there)
+                    count = loader.num_batches - index
+                    if checkpoints:
+                        count = min(count, checkpoints.until_due(run.totals.batches))
+                    state, batch = stepper.run(state, batches, count, reporter.line, on_batch)
+                    index += count
+                    last = index == loader.num_batches
                     if checkpoints and checkpoints.due(run.totals.batches, last):
-                        checkpoints.save(stepper.local(state), run, batch.state, epoch_done=False)
+                        params = stepper.model_variables(state)[0]
+                        checkpoints.save(
+                            stepper.local(state), run, batch.state, epoch_done=False, params=params
+                        )
             # the loop's reads (epoch 1: the cache's draw too)
             record = run.epoch_done(epoch, time.perf_counter() - start, io_meter.lap())
+            params_rest = None
             if evaluator is not None and (
                 (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
             ):
                 t0 = time.perf_counter()
-                params_rest = stepper.local((state.params, state.rest))
+                params_rest = stepper.model_variables(state)
                 scores = evaluator.scores(graphdef, params_rest, task.metrics)
                 run.evaluated(record, epoch, scores, time.perf_counter() - t0, params_rest[0])
                 record |= {f"eval_{k}": v for k, v in io_meter.lap().items()}
@@ -211,20 +233,24 @@ def fit(
             seeds = (loader.num_batches - first) * loader.batch_size
             reporter.line(run.line(record, config.epochs, seeds))
             if checkpoints:
-                checkpoints.save(stepper.local(state), run, batch.state, epoch_done=True)
+                params = (params_rest or stepper.model_variables(state))[0]
+                checkpoints.save(
+                    stepper.local(state), run, batch.state, epoch_done=True, params=params
+                )
             # With several processes every one computes the results (they sum over processes).
             if on_epoch is not None or (parallel is not None and parallel.multi_process):
                 running = results("running")
                 if on_epoch is not None:
                     on_epoch(running)
-            run.epoch_losses = []
+            run.new_epoch()
     finally:
         batches.close()
+        stepper.close()
     metrics = results("completed")
     timing = stepper.timing()
     metrics["time_split_s"] |= {"wait": timing["wait"], "step": timing["step"]}
     metrics["input_wait_fraction"] = timing["wait_fraction"]
-    state = stepper.local(state)
+    state = stepper.model_state(state)
     trained = model_of(graphdef, state, run.best_params)
     return FitResult(metrics=metrics, model=trained, state=state, graphdef=graphdef)
 
@@ -274,14 +300,26 @@ def load_model(
             model = make_model(dataset, config, jax.random.key(0))
     tx = make_optimizer(config) if optimizer is None else optimizer
     graphdef, state = init_state(model, tx)
+    params, rest = state.params, state.rest
+    if config.parallel == "pipeline":  # the stages' states, read back on this device
+        stages, _ = build_stages(model, config.devices, config.local_head, jax.random.key(0))
+        state = PipelineState(tuple(init_state(stage, tx)[1] for stage in stages))
     slots = int(record["cache_slots"])
-    template = {"state": state, "best": state.params, "cache_ids": np.zeros(slots, np.int32)}
+    template = {"state": state, "best": params, "cache_ids": np.zeros(slots, np.int32)}
     checkpoints = Checkpointer(directory)
     found = checkpoints.latest(lambda r: template)
     if found is None:
         raise ConfigError("checkpoint", f"{directory} holds no readable gns-jax checkpoint")
     _, arrays, record = found
-    model = model_of(graphdef, arrays["state"], arrays["best"])
+    if config.parallel == "pipeline":  # the model's other variables, from its stages
+        for stage, saved in zip(stages, arrays["state"].stages):
+            nnx.update(stage, saved.rest)
+        rest = nnx.state(model, nnx.Not(nnx.Param))
+        model = model_of(
+            graphdef, TrainState(params, None, jax.numpy.zeros(()), rest), arrays["best"]
+        )
+    else:
+        model = model_of(graphdef, arrays["state"], arrays["best"])
     return model, config, record
 
 
