@@ -80,6 +80,7 @@ def _bench_dgl(folder: Path) -> None:
     (folder / "bench_epoch.md").write_text(markdown(saved))
 
 
+BENCH_GRAPHS = ("cora", "amazon_photo")  # experiments.bench_pipeline's defaults
 SYNTHETIC_200K = "synthetic:nodes=200000,degree=20,features=100,classes=20,signal=0.1"
 
 REPORTS: dict[str, Report] = {
@@ -106,6 +107,9 @@ REPORTS: dict[str, Report] = {
     ),
     "beyond-memory": Report(("beyond-memory.md",), _beyond_memory),
     "bench-dgl": Report(("bench_epoch.md",), _bench_dgl),
+    "bench-pipeline": Report(
+        ("bench_pipeline.md", "figures"), _grid("bench_pipeline", ["--graphs", *BENCH_GRAPHS])
+    ),
     "plan": Report(("plan.md", "plan.png"), _grid("plan", ["--seeds", "4", "5", "6", "7"])),
     "bench-parallel": Report(
         ("bench_parallel.md",),
