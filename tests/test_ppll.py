@@ -235,3 +235,15 @@ def test_the_pipeline_benchmark_reports_every_mode_side_by_side(tmp_path):
     saved = json.loads((tmp_path / "throughput.json").read_text())
     piped = [r for r in saved["rows"] if r["mode"] == "pipeline, 3 stages"][0]
     assert len(piped["busy"]) == 3 and piped["compilations"] == [1, 1, 1]
+
+
+def test_a_stage_that_fails_raises_in_the_caller_and_stops_every_stage_thread():
+    import threading
+
+    def broken(logits, labels):
+        raise FloatingPointError("a defect in the loss")
+
+    dataset = load_dataset("cora")
+    with pytest.raises(FloatingPointError, match="defect"):
+        fit(dataset, TrainConfig(parallel="pipeline", **SMALL), loss=broken, quiet=True)
+    assert not [t for t in threading.enumerate() if t.name.startswith("gns-jax-stage")]
