@@ -82,7 +82,8 @@ class FitResult:
       metrics: the JSON results (the dict ``gns-jax train --out`` writes; ``docs/results.md``).
       model: the trained module, at the epoch of best validation score (the last epoch when
         nothing was evaluated), in evaluation mode.
-      state: the final train state; ``graphdef`` its static model definition.
+      state: the final train state; ``graphdef`` its static model definition. Under
+        ``parallel="pipeline"`` its ``opt_state`` is the tuple of the stages' optimiser states.
     """
 
     metrics: dict[str, Any]
@@ -112,9 +113,10 @@ def fit(
       model: any Flax NNX module with the contract of :mod:`gns_jax.models`, already
         initialised; its ``nnx.Param`` variables are trained, its other variables (batch
         statistics, ``nnx.Rngs`` streams) updated by every step; trained in training mode,
-        evaluated and returned in evaluation mode. Evaluated exactly when it offers
-        :class:`~gns_jax.evaluate.ExactInference` (``eval_mode="auto"``), by sampled inference
-        otherwise.
+        evaluated and returned in evaluation mode (under ``parallel="pipeline"`` its layer
+        objects are the stages', updated in place at every evaluation). Evaluated exactly
+        when it offers :class:`~gns_jax.evaluate.ExactInference` (``eval_mode="auto"``), by
+        sampled inference otherwise.
       optimizer: any optax transformation (default: :func:`~gns_jax.factories.make_optimizer`,
         Adam with ``lr`` and L2 ``weight_decay``); resume a run with the same one.
       loss: ``(logits [S, C], labels [S] or [S, L]) -> [S]``, one loss a seed slot, averaged over
