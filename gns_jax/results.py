@@ -140,8 +140,10 @@ class RunRecord:
     def line(self, record: dict, epochs: int, seeds: int) -> str:
         """The epoch's progress line."""
         score = record.get(f"val_{self.metric}")
+        stages = record.get("stage_losses")
         return (
             f"epoch {record['epoch']:>4}/{epochs}  loss {record['train_loss']:.4f}  "
+            + (f"(stages {' '.join(f'{v:.4f}' for v in stages)})  " if stages else "")
             + (f"val {self.metric} {score:.4f}  " if score is not None else "")
             + f"{record['time_s']:.2f}s  {seeds / record['time_s']:,.0f} seeds/s"
         )
