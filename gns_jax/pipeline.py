@@ -60,6 +60,7 @@ from flax import nnx
 
 from gns_jax.errors import ConfigError
 from gns_jax.instrument import CompileCounter
+from gns_jax.prefetch import offer, stop_threads
 from gns_jax.step import TrainState, init_state
 from gns_jax.tasks import LossFn, Task, masked_mean
 
@@ -260,7 +261,6 @@ class PipelineStepper:
         self.initial = PipelineState(tuple(states))
         with jax.transfer_guard_host_to_device("allow"):
             self._keys = [jax.device_put(key, d) for d in self.devices]
-        self.parallel = None
         self.counter = _Total(self.counters)
         self._queues = [queue.Queue(maxsize=queue_depth) for _ in self.stages]
         self._out: queue.Queue = queue.Queue()
@@ -277,7 +277,9 @@ class PipelineStepper:
         ]
         for thread in self._threads:
             thread.start()
-        self._finalizer = weakref.finalize(self, _shut, self._stop, self._queues, self._threads)
+        self._finalizer = weakref.finalize(
+            self, stop_threads, self._stop, self._queues, self._threads
+        )
 
     # -- what fit asks of a stepper ------------------------------------------------------------
 
@@ -309,7 +311,7 @@ class PipelineStepper:
                     self.wait_s += time.perf_counter() - t0
                     inputs = item.inputs
                     entry = (item, inputs.x, inputs.blocks, inputs.labels, inputs.seed_mask, ())
-                    if not _offer(self._queues[0], entry, self._stop):
+                    if not offer(self._queues[0], entry, self._stop):
                         self._raise_failure()
                     fed += 1
                 entry = self._out.get()
@@ -423,7 +425,7 @@ class PipelineStepper:
                 self.busy_s[s] += t2 - t1
                 self.stage_batches[s] += 1  # counted before the caller can hear of the batch
                 target = self._out if last else self._queues[s + 1]
-                if not _offer(target, out, self._stop):
+                if not offer(target, out, self._stop):
                     return
                 self.blocked_s[s] += time.perf_counter() - t2
         except BaseException as error:  # handed to the caller, raised there
@@ -447,16 +449,6 @@ def _put(tree, device):
         return jax.tree.map(lambda a: jnp.copy(jax.device_put(a, device)), tree)
 
 
-def _offer(target: queue.Queue, entry, stop: threading.Event) -> bool:
-    while not stop.is_set():
-        try:
-            target.put(entry, timeout=0.05)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
 def _take(source: queue.Queue, stop: threading.Event):
     while not stop.is_set():
         try:
@@ -464,15 +456,3 @@ def _take(source: queue.Queue, stop: threading.Event):
         except queue.Empty:
             continue
     return _STOP
-
-
-def _shut(stop: threading.Event, queues, threads) -> None:
-    stop.set()
-    for q in queues:
-        while True:
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                break
-    for thread in threads:
-        thread.join()

@@ -24,7 +24,7 @@ from typing import Any
 
 import jax
 
-__all__ = ["Prefetcher"]
+__all__ = ["Prefetcher", "offer", "stop_threads"]
 
 _DONE = object()
 
@@ -45,16 +45,12 @@ class Prefetcher:
             self._thread = threading.Thread(target=self._run, name="gns-jax-input", daemon=True)
             self._thread.start()
             # Also called at interpreter exit while the thread lives (weakref.finalize's atexit).
-            self._finalizer = weakref.finalize(self, _stop, self._stop, self._queue, self._thread)
+            self._finalizer = weakref.finalize(
+                self, stop_threads, self._stop, [self._queue], [self._thread]
+            )
 
     def _offer(self, entry) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(entry, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return offer(self._queue, entry, self._stop)
 
     def _run(self) -> None:
         try:
@@ -89,11 +85,27 @@ class Prefetcher:
         self._finalizer()
 
 
-def _stop(stop: threading.Event, entries: queue.Queue, thread: threading.Thread) -> None:
-    stop.set()
-    while True:
+def offer(target: queue.Queue, entry, stop: threading.Event) -> bool:
+    """Puts ``entry`` into the bounded ``target`` as soon as there is room; False (not put) once
+    ``stop`` is set."""
+    while not stop.is_set():
         try:
-            entries.get_nowait()
-        except queue.Empty:
-            break
-    thread.join()
+            target.put(entry, timeout=0.05)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def stop_threads(stop: threading.Event, queues, threads) -> None:
+    """Sets ``stop``, empties ``queues`` (so that no thread stays blocked on a full one) and
+    joins ``threads``."""
+    stop.set()
+    for entries in queues:
+        while True:
+            try:
+                entries.get_nowait()
+            except queue.Empty:
+                break
+    for thread in threads:
+        thread.join()

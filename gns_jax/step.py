@@ -144,6 +144,17 @@ def make_train_step(
     return jax.jit(fn, donate_argnums=0)
 
 
+# The pipeline's keys of the JSON results (gns_jax.pipeline.PipelineStepper.report).
+STAGE_KEYS = (
+    "stage_devices",
+    "stage_layers",
+    "stage_compilations",
+    "stage_busy_fraction",
+    "stage_wait_s",
+    "stage_blocked_s",
+)
+
+
 class Stepper:
     """The jitted step of a run, on one device or data-parallel, with its compile count and
     the time it waits for batches and spends stepping.
@@ -225,8 +236,7 @@ class Stepper:
 
     def report(self) -> dict:
         """The stage keys of the JSON results: None (no pipeline)."""
-        keys = ("stage_devices", "stage_layers", "stage_compilations", "stage_busy_fraction")
-        return {"parallel": "data"} | dict.fromkeys((*keys, "stage_wait_s", "stage_blocked_s"))
+        return {"parallel": "data"} | dict.fromkeys(STAGE_KEYS)
 
     def close(self) -> None:
         """Nothing to stop (the interface of :class:`gns_jax.pipeline.PipelineStepper`)."""

@@ -171,10 +171,17 @@ def fit(
             config, dataset_identity(dataset), class_name(model), sampler.cache_size,
             loader.num_batches, RESUMABLE,
         )  # fmt: skip
-        params = stepper.model_variables(state)[0]
-        found = config.resume and checkpoints.resume(state, run, loader, reporter.line, params)
-        if found:
-            state, start_epoch, start_index, resumed_from = found
+        if config.resume:  # the model's parameters: the template of the saved best ones
+            params = stepper.model_variables(state)[0]
+            if found := checkpoints.resume(state, run, loader, reporter.line, params):
+                state, start_epoch, start_index, resumed_from = found
+
+    def unevaluated(params_rest=None):
+        """What a checkpoint saves as the best parameters before any evaluation: the model's
+        now (None once an epoch was evaluated: the best epoch's are saved)."""
+        if run.best_params is not None:
+            return None
+        return (params_rest or stepper.model_variables(state))[0]
 
     def results(status: str) -> dict:
         out = run.to_json(
@@ -215,9 +222,8 @@ def fit(
                     index += count
                     last = index == loader.num_batches
                     if checkpoints and checkpoints.due(run.totals.batches, last):
-                        params = stepper.model_variables(state)[0]
                         checkpoints.save(
-                            stepper.local(state), run, batch.state, epoch_done=False, params=params
+                            stepper.local(state), run, batch.state, False, unevaluated()
                         )
             # the loop's reads (epoch 1: the cache's draw too)
             record = run.epoch_done(epoch, time.perf_counter() - start, io_meter.lap())
@@ -235,9 +241,8 @@ def fit(
             seeds = (loader.num_batches - first) * loader.batch_size
             reporter.line(run.line(record, config.epochs, seeds))
             if checkpoints:
-                params = (params_rest or stepper.model_variables(state))[0]
                 checkpoints.save(
-                    stepper.local(state), run, batch.state, epoch_done=True, params=params
+                    stepper.local(state), run, batch.state, True, unevaluated(params_rest)
                 )
             # With several processes every one computes the results (they sum over processes).
             if on_epoch is not None or (parallel is not None and parallel.multi_process):
@@ -302,7 +307,7 @@ def load_model(
             model = make_model(dataset, config, jax.random.key(0))
     tx = make_optimizer(config) if optimizer is None else optimizer
     graphdef, state = init_state(model, tx)
-    params, rest = state.params, state.rest
+    params = state.params
     if config.parallel == "pipeline":  # the stages' states, read back on this device
         stages, _ = build_stages(model, config.devices, config.local_head, jax.random.key(0))
         state = PipelineState(tuple(init_state(stage, tx)[1] for stage in stages))
@@ -313,16 +318,12 @@ def load_model(
     if found is None:
         raise ConfigError("checkpoint", f"{directory} holds no readable gns-jax checkpoint")
     _, arrays, record = found
+    state = arrays["state"]
     if config.parallel == "pipeline":  # the model's other variables, from its stages
-        for stage, saved in zip(stages, arrays["state"].stages):
+        for stage, saved in zip(stages, state.stages):
             nnx.update(stage, saved.rest)
-        rest = nnx.state(model, nnx.Not(nnx.Param))
-        model = model_of(
-            graphdef, TrainState(params, None, jax.numpy.zeros(()), rest), arrays["best"]
-        )
-    else:
-        model = model_of(graphdef, arrays["state"], arrays["best"])
-    return model, config, record
+        state = TrainState(None, None, None, nnx.state(model, nnx.Not(nnx.Param)))
+    return model_of(graphdef, state, arrays["best"]), config, record
 
 
 def predict(
