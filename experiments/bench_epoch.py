@@ -57,7 +57,13 @@ from gns_jax.factories import make_loader, make_sampler, prepare_features
 from gns_jax.features import FeatureLoader, _aligned_empty
 from gns_jax.gather import copy_rows
 from gns_jax.hostmem import keep_freed_memory
-from gns_jax.instrument import TransferMeter, environment, peak_rss_gib, reset_peak_rss
+from gns_jax.instrument import (
+    TransferMeter,
+    cache_sweep_bytes,
+    environment,
+    peak_rss_gib,
+    reset_peak_rss,
+)
 from gns_jax.sampling import NodeWiseSampler
 from gns_jax.sampling.budget import CALIBRATION_BATCHES, CALIBRATION_MARGIN, LayerSizes
 from gns_jax.train import TrainConfig, fit
@@ -108,7 +114,7 @@ def timed_subset(dataset, args):
 
 
 COPY_REPEATS = 5
-CACHE_SWEEP_BYTES = 64 << 20  # more than the last-level cache of the CPUs measured here
+CACHE_SWEEP_BYTES = cache_sweep_bytes()  # twice the last-level cache (64 MiB to 1 GiB)
 
 
 def row_bytes(features: np.ndarray) -> tuple[int, np.dtype]:
@@ -121,10 +127,10 @@ def plain_copy_s(rows: float, width: int, dtype: np.dtype, repeats: int = COPY_R
     """Seconds for a plain copy of the bytes of ``rows`` gathered rows: ``np.copyto`` between two
     preallocated, already written, 64-byte aligned contiguous ``[rows, width]`` buffers, split
     over the gather's threads (:func:`gns_jax.gather.copy_rows`); one warm-up, then the median
-    of ``repeats``, each from cold caches (a 64 MiB buffer is written first, untimed): the
-    gather's rows come from memory, not the cache, and a copy of a batch smaller than the last
-    level cache (GNS's, 35 MiB here) would otherwise be read from it. The gather phase is held
-    against it (``gather_vs_copy``)."""
+    of ``repeats``, each from cold caches (twice the last-level cache is written first,
+    untimed: :func:`gns_jax.instrument.cache_sweep_bytes`): the gather's rows come from memory,
+    not the cache, and a copy of a batch smaller than the last-level cache would otherwise be
+    read from it. The gather phase is held against it (``gather_vs_copy``)."""
     n = max(int(round(rows)), 1)
     source = _aligned_empty((n, width), dtype)
     target = _aligned_empty((n, width), dtype)

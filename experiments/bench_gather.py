@@ -8,10 +8,10 @@ from the store's rows, gathered into a 64-byte-aligned buffer by
 - ``numpy``: the same call with ``GNS_JAX_NATIVE=0`` (NumPy's ``take`` in clip mode);
 - ``copy``: :func:`gns_jax.gather.copy_rows` of as many contiguous rows (the yardstick);
 
-the three interleaved repeat by repeat, each after a 64 MiB cache sweep (untimed), on the same
-threads. Prints a table and writes ``--out`` (JSON): medians in ms and the ratios to the copy.
-The sort of the ids and the loader's other work are not in it (``bench_epoch.py`` times the
-whole gather phase).
+the three interleaved repeat by repeat, each after a cache sweep of twice the last-level cache
+(untimed), on the same threads. Prints a table and writes ``--out`` (JSON): medians in ms and
+the ratios to the copy. The sort of the ids and the loader's other work are not in it
+(``bench_epoch.py`` times the whole gather phase).
 
     python -m experiments.bench_gather --dataset DIR [--rows 300000 85000] [--repeats 15]
 """
@@ -30,9 +30,9 @@ import numpy as np
 from gns_jax import gather, native
 from gns_jax.data import load_dataset
 from gns_jax.features import _aligned_empty
-from gns_jax.instrument import environment
+from gns_jax.instrument import cache_sweep_bytes, environment
 
-SWEEP_BYTES = 64 << 20
+SWEEP_BYTES = cache_sweep_bytes()  # twice the last-level cache (64 MiB to 1 GiB)
 
 
 def measure(store: np.ndarray, rows: int, repeats: int, seed: int) -> dict:

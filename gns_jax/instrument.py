@@ -302,6 +302,30 @@ class IoMeter:
         }
 
 
+def last_level_cache_bytes() -> int | None:
+    """The size of the CPU's largest cache (Linux's ``/sys/devices/system/cpu/cpu0/cache``), or
+    None where it cannot be read."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        try:
+            text = entry.read_text().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes) if sizes else None
+
+
+def cache_sweep_bytes(floor: int = 64 << 20, cap: int = 1 << 30) -> int:
+    """Bytes to write between timed copies so that their data is no longer in any cache: twice
+    the last-level cache (:func:`last_level_cache_bytes`), at least ``floor`` (where it is
+    unknown or small) and at most ``cap``. The benchmarks' cold plain copies use it."""
+    llc = last_level_cache_bytes() or 0
+    return int(min(max(2 * llc, floor), cap))
+
+
 def environment() -> dict:
     """What a run ran on: CPU model, cores, memory, Python, JAX backend and devices, and the
     glibc tunables (gns_jax/hostmem.py). Every reported figure names it."""
@@ -328,6 +352,9 @@ def environment() -> dict:
         "backend": jax.default_backend(),
         "devices": [str(d) for d in jax.devices()],
         "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        "last_level_cache_mib": (lambda b: None if b is None else round(b / 2**20, 1))(
+            last_level_cache_bytes()
+        ),
     }
 
 

@@ -7,7 +7,10 @@
 // times both against a plain copy of the same bytes):
 //
 //   * the rows PREFETCH_ROWS ahead are prefetched, every cache line of them, so that the
-//     memory reads of a batch's scattered rows overlap instead of waiting one row at a time;
+//     memory reads of a batch's scattered rows overlap instead of waiting one row at a time.
+//     The hint is prefetcht1 (into the L2): with prefetchnta a 2-core Xeon gathered 300,000
+//     rows of 400 bytes in 1.60x a plain copy's time, with prefetcht1 in 1.17-1.20x (85,000
+//     rows: 1.78x and 1.68x), at any distance from 4 to 32 rows;
 //   * where the output rows are 16-byte aligned (an aligned buffer and a row width that is a
 //     multiple of 16 bytes) they are written with non-temporal stores, which go to memory
 //     without first reading the output's cache lines (the read-for-ownership a plain store
@@ -48,7 +51,7 @@ void TakeRows(const char* store, const Id* ids, int64_t n, int64_t row_bytes, ch
       const char* ahead = store + static_cast<int64_t>(ids[i + PREFETCH_ROWS]) * row_bytes;
       // every line the row touches (it need not start on a line)
       for (int64_t offset = 0; offset < row_bytes + LINE - 1; offset += LINE) {
-        __builtin_prefetch(ahead + offset, 0, 0);
+        __builtin_prefetch(ahead + offset, 0, 2);  // into L2 and L1 (prefetcht1)
       }
     }
     const char* source = store + static_cast<int64_t>(ids[i]) * row_bytes;
