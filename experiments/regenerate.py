@@ -80,6 +80,12 @@ def _bench_dgl(folder: Path) -> None:
     (folder / "bench_epoch.md").write_text(markdown(saved))
 
 
+def _size_study(folder: Path) -> None:
+    from experiments.size_report import report
+
+    report(folder)
+
+
 BENCH_GRAPHS = ("cora", "amazon_photo")  # experiments.bench_pipeline's defaults
 SYNTHETIC_200K = "synthetic:nodes=200000,degree=20,features=100,classes=20,signal=0.1"
 
@@ -117,6 +123,7 @@ REPORTS: dict[str, Report] = {
         "bench_parallel.py writes its table only as it runs; its saved bench_parallel.json is "
         "in the archive",
     ),
+    "size-study": Report(("size-study.md", "size-study.json", "figures"), _size_study),
     "disk": Report(
         ("disk.md",),
         None,

@@ -1,0 +1,317 @@
+"""The size study's aggregation: gaps to NS over seeds, the cache statistics that may explain
+them, the table, the plots (``experiments/size_study.py`` runs the study).
+
+For every graph row (a dataset and a depth) with both samplers, the runs are paired by seed:
+
+* the *final gap*, GNS's test accuracy after the last epoch minus NS's, in points;
+* the *curve gap*, the same for the mean of the test accuracy over the epochs (the area under
+  the accuracy curve: a cache that learns more slowly shows there even when both end at 99 %);
+
+each as mean ± standard deviation over the seeds, beside NS's figures and the rows GNS moves
+per batch against NS's.
+
+Candidate statistics of the graph and its 1 % degree cache, in closed form over node-wise
+sampled batches of the graph (:mod:`gns_jax.cachestats`: expectations over the cache's draws,
+so one figure per graph and depth, kept in ``OUT/stats/``):
+
+* ``no_cached_share``: the share of the input block's destination nodes (the layer-1 nodes,
+  whose input-layer neighbours GNS takes from the cache) that have no cached neighbour at all:
+  under ``hajek`` their aggregated input is zero;
+* ``cached_neighbours``: the mean number of cached neighbours of a layer-1 node (all of them,
+  not the sampled at most 10);
+* ``cache_nodes``: the cache's absolute size, its expected distinct nodes;
+* ``rows_vs_ns``: the feature rows GNS moves per batch against NS's (measured in the runs).
+
+Each candidate is held against the per-row mean gaps by Pearson's r (on the logarithm for the
+cache's size) over the 3-layer rows and over all rows; the one with the largest |r| on the curve
+gap over all rows is the one plotted large.
+
+    python -m experiments.size_report --out experiments/reports/size-study --stats   # measure
+    python -m experiments.size_report --out experiments/reports/size-study           # report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from experiments.grid import environment_line, file_name, load_folder, mean_std, pm
+
+__all__ = ["CANDIDATES", "measure_statistics", "report", "rows"]
+
+CANDIDATES = {
+    "no_cached_share": "share of layer-1 nodes without a cached neighbour",
+    "cached_neighbours": "cached neighbours per layer-1 node",
+    "cache_nodes": "cache size (distinct nodes, log scale)",
+    "rows_vs_ns": "rows moved vs NS",
+}
+LOG_SCALE = ("cache_nodes",)
+STAT_BATCHES = 8  # batches of epoch 0 measured per (graph, depth, seed)
+
+
+def depth_of(label: str) -> str:
+    return label.split()[-1]  # "NS 3-layer", "GNS 1% 3-layer", "GNS 1% products"
+
+
+def sampler_of(label: str) -> str:
+    return "NS" if label.startswith("NS") else "GNS"
+
+
+def nodes_of(result: dict) -> int:
+    return int(result["num_nodes"])
+
+
+def curve(result: dict) -> np.ndarray:
+    return np.array([e["test_accuracy"] for e in result["epochs"]], dtype=float)
+
+
+def stats_name(dataset: str, fanouts) -> str:
+    return f"{file_name(dataset)}__{'-'.join(map(str, fanouts))}.json"
+
+
+def measure_statistics(dataset: str, fanouts, batch_size: int = 1000,
+                       fraction: float = 0.01, batches: int = STAT_BATCHES) -> dict:  # fmt: skip
+    """The closed-form cache statistics (:mod:`gns_jax.cachestats`) of a 1 % degree cache on
+    ``dataset`` over ``batches`` node-wise sampled batches of its training nodes (seed 0)."""
+    from gns_jax.cache import cache_distribution
+    from gns_jax.cachestats import cache_statistics, draws, sample_layer_sets
+    from gns_jax.data import load_dataset
+
+    data = load_dataset(dataset)
+    rng = np.random.default_rng(0)
+    sets = sample_layer_sets(data.graph, data.train_idx, fanouts, batch_size, rng, batches)
+    p = cache_distribution(data.graph, "degree")
+    stats = cache_statistics(data.graph, p, draws(fraction, data.num_nodes), sets)
+    return dict(dataset=dataset, fanouts=list(fanouts), fraction=fraction, batches=batches,
+                layer1_nodes=float(np.mean([s.size for s in sets.layer1])), **stats)  # fmt: skip
+
+
+def fill_statistics(out: Path) -> None:
+    """Measures every (dataset, fan-outs) of a completed GNS run that has no stats file."""
+    folder = out / "stats"
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in load_folder(out):
+        if sampler_of(r["label"]) != "GNS":
+            continue
+        fanouts = r["config"]["fanouts"]
+        path = folder / stats_name(r["dataset"], fanouts)
+        if path.is_file():
+            continue
+        print(f"stats: {r['dataset']} {fanouts}", flush=True)
+        stats = measure_statistics(r["dataset"], fanouts, r["config"]["batch_size"])
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(stats, indent=1))
+        os.replace(tmp, path)
+
+
+def rows(out: Path) -> list[dict]:
+    """One entry per (dataset, depth) with both samplers: gaps paired by seed, the statistics."""
+    results = load_folder(out)
+    keyed: dict[tuple[str, str], dict[str, dict[int, dict]]] = {}
+    for r in results:
+        key = (r["dataset"], depth_of(r["label"]))
+        keyed.setdefault(key, {}).setdefault(sampler_of(r["label"]), {})[r["seed"]] = r
+    entries = []
+    for (dataset, depth), by in keyed.items():
+        seeds = sorted(set(by.get("NS", {})) & set(by.get("GNS", {})))
+        if not seeds:
+            continue
+        ns = [by["NS"][s] for s in seeds]
+        gns = [by["GNS"][s] for s in seeds]
+        final = [100 * (curve(g)[-1] - curve(n)[-1]) for g, n in zip(gns, ns)]
+        over = [100 * (curve(g).mean() - curve(n).mean()) for g, n in zip(gns, ns)]
+        path = out / "stats" / stats_name(dataset, gns[0]["config"]["fanouts"])
+        stats = json.loads(path.read_text()) if path.is_file() else None
+
+        def pct(results, f):
+            return [100 * f(curve(r)) for r in results]
+
+        def clock(results):
+            return np.mean([np.cumsum([e["time_s"] for e in r["epochs"]]) for r in results], 0)
+
+        entry = dict(
+            dataset=dataset, depth=depth, nodes=nodes_of(ns[0]), seeds=seeds,
+            fanouts=ns[0]["config"]["fanouts"], epochs=len(ns[0]["epochs"]),
+            ns_final=pct(ns, lambda c: c[-1]), gns_final=pct(gns, lambda c: c[-1]),
+            ns_over=pct(ns, np.mean), gns_over=pct(gns, np.mean),
+            final_gap=final, curve_gap=over,
+            rows_vs_ns=float(np.mean([g["h2d_rows_per_batch"] / n["h2d_rows_per_batch"]
+                                      for g, n in zip(gns, ns)])),
+            ns_epoch_s=float(np.mean([n["epoch_time_s"] for n in ns])),
+            gns_epoch_s=float(np.mean([g["epoch_time_s"] for g in gns])),
+            ns_curve=np.mean([curve(n) for n in ns], axis=0).tolist(),
+            gns_curve=np.mean([curve(g) for g in gns], axis=0).tolist(),
+            ns_clock=clock(ns).tolist(), gns_clock=clock(gns).tolist(),
+        )  # fmt: skip
+        for name in ("no_cached_share", "cached_neighbours", "cache_nodes"):
+            entry[name] = stats[name] if stats else None
+        entries.append(entry)
+    entries.sort(key=lambda e: (e["depth"] != "3-layer", e["depth"], e["nodes"]))
+    return entries
+
+
+def correlations(entries: list[dict]) -> dict[str, dict[str, float | None]]:
+    """Pearson's r of each candidate against the mean final and curve gaps, over the 3-layer
+    rows and over every synthetic row (products aside: another family)."""
+    out = {}
+    for name in CANDIDATES:
+        out[name] = {}
+        for subset, keep in (("3-layer", ("3-layer",)), ("all", ("3-layer", "2-layer"))):
+            es = [e for e in entries if e["depth"] in keep and e.get(name) is not None]
+            for gap in ("final_gap", "curve_gap"):
+                if len(es) < 3:
+                    out[name][f"{gap} {subset}"] = None
+                    continue
+                x = np.array([e[name] for e in es], dtype=float)
+                x = np.log10(x) if name in LOG_SCALE else x
+                y = np.array([np.mean(e[gap]) for e in es])
+                ok = np.std(x) > 0 and np.std(y) > 0
+                out[name][f"{gap} {subset}"] = float(np.corrcoef(x, y)[0, 1]) if ok else None
+    return out
+
+
+def _fmt(v, digits=3):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def table(entries: list[dict]) -> str:
+    lines = [
+        "| graph | nodes | depth (fan-outs) | epochs | seeds | NS final % | GNS 1 % final % | "
+        "final gap (points) | curve gap (points) | rows vs NS | no cached nbr | cached nbrs | "
+        "cache nodes |",
+        "|" + "---|" * 13,
+    ]
+    for e in entries:
+        n = len(e["seeds"])
+        name = "products" if e["depth"] == "products" else "weak-feature"
+        lines.append(
+            f"| {name} | {e['nodes']:,} | {e['depth']} ({','.join(map(str, e['fanouts']))}) | "
+            f"{e['epochs']} | {n} | {pm(*mean_std(e['ns_final']), n)} | "
+            f"{pm(*mean_std(e['gns_final']), n)} | {pm(*mean_std(e['final_gap']), n)} | "
+            f"{pm(*mean_std(e['curve_gap']), n)} | {e['rows_vs_ns']:.2f} | "
+            f"{_fmt(e['no_cached_share'])} | {_fmt(e['cached_neighbours'], 2)} | "
+            + ("-" if e["cache_nodes"] is None else f"{e['cache_nodes']:,.0f}")
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def correlation_table(corr: dict) -> str:
+    cols = ["final_gap 3-layer", "curve_gap 3-layer", "final_gap all", "curve_gap all"]
+    lines = ["| candidate | " + " | ".join(f"r, {c}" for c in cols) + " |", "|" + "---|" * 5]
+    for name, rs in corr.items():
+        lines.append(f"| {CANDIDATES[name]} | " + " | ".join(_fmt(rs[c], 2) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def best_candidate(corr: dict) -> str | None:
+    scored = [(abs(rs["curve_gap all"]), n) for n, rs in corr.items() if rs["curve_gap all"]]
+    return max(scored)[1] if scored else None
+
+
+def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    synthetic = [e for e in entries if e["depth"] != "products"]
+    # the gaps against every candidate
+    fig, axes = plt.subplots(2, len(CANDIDATES), figsize=(3.4 * len(CANDIDATES), 6.2))
+    for column, name in enumerate(CANDIDATES):
+        for row, gap in enumerate(("final_gap", "curve_gap")):
+            ax = axes[row][column]
+            for e in synthetic:
+                if e.get(name) is None:
+                    continue
+                m, s = mean_std(e[gap])
+                marker = "o" if e["depth"] == "3-layer" else "s"
+                ax.errorbar(e[name], m, yerr=s, fmt=marker, color="C0" if marker == "o" else "C1")
+                ax.annotate(f"{e['nodes'] // 1000}k", (e[name], m), fontsize=7,
+                            xytext=(3, 3), textcoords="offset points")  # fmt: skip
+            if name in LOG_SCALE:
+                ax.set_xscale("log")
+            ax.axhline(0, color="grey", lw=0.6)
+            r = corr[name][f"{gap} all"]
+            ax.set_title(f"r = {_fmt(r, 2)}", fontsize=8)
+            if row == 1:
+                ax.set_xlabel(CANDIDATES[name], fontsize=8)
+        axes[0][0].set_ylabel("final gap, GNS 1 % - NS (points)")
+        axes[1][0].set_ylabel("curve gap (points)")
+    fig.suptitle("GNS at 1 % against NS: circles 3 layers (15,10,5), squares 2 layers (10,5)")
+    fig.tight_layout()
+    paths.append(folder / "gap-vs-statistics.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    # accuracy per epoch and against time, one column a row of the table
+    fig, axes = plt.subplots(2, len(entries), figsize=(2.6 * len(entries), 5.2), squeeze=False)
+    for column, e in enumerate(entries):
+        top, bottom = axes[0][column], axes[1][column]
+        for label, c, t in (("NS", e["ns_curve"], e["ns_clock"]),
+                            ("GNS 1 %", e["gns_curve"], e["gns_clock"])):  # fmt: skip
+            c = 100 * np.array(c)
+            top.plot(np.arange(1, c.size + 1), c, label=label)
+            bottom.plot(t, c, label=label)
+        top.set_title(f"{e['nodes'] // 1000}k, {e['depth']}", fontsize=8)
+        top.set_xlabel("epoch", fontsize=8)
+        bottom.set_xlabel("training s", fontsize=8)
+    axes[0][0].set_ylabel("test accuracy % (mean over seeds)")
+    axes[1][0].set_ylabel("test accuracy %")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(folder / "curves.png")
+    fig.savefig(paths[-1], dpi=100)
+    plt.close(fig)
+    return paths
+
+
+def report(out: Path) -> str:
+    """Writes ``OUT/size-study.md``, ``OUT/size-study.json`` (the aggregated rows) and the
+    figures in ``OUT/figures``; returns the markdown."""
+    entries = rows(out)
+    corr = correlations(entries)
+    best = best_candidate(corr)
+    results = load_folder(out)
+    if entries:
+        plot(entries, corr, out / "figures")
+    text = (
+        "# Where a 1 % cache is enough: GNS at 1 % (`hajek`) against NS over graph sizes\n\n"
+        "Weak-feature synthetic graphs (degree 30, 100 features, 20 classes, signal 0.1); "
+        "batch 1000; gaps are GNS minus NS paired by seed, mean ± std over seeds, in points of "
+        "test accuracy. The curve gap is the gap of the mean test accuracy over the epochs. "
+        "Options per row in `experiments/size_study.py`.\n\n"
+        f"{table(entries)}\n\n"
+        "Pearson's r between each candidate statistic and the per-row mean gap (3-layer rows; "
+        "every synthetic row):\n\n"
+        f"{correlation_table(corr)}\n\n"
+        + (
+            f"Largest |r| on the curve gap over every row: **{CANDIDATES[best]}**.\n\n"
+            if best
+            else ""
+        )
+        + f"{environment_line(results)}\n"
+    )
+    (out / "size-study.md").write_text(text)
+    (out / "size-study.json").write_text(json.dumps(dict(rows=entries, r=corr), indent=1))
+    return text
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--stats", action="store_true", help="measure missing statistics first")
+    args = parser.parse_args(argv)
+    if args.stats:
+        fill_statistics(args.out)
+    print(report(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

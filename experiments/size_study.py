@@ -1,0 +1,108 @@
+"""Where a 1 % cache is enough: GNS at 1 % against NS over graph sizes, depths and seeds.
+
+The weak-feature synthetic family (degree 30, 100 features, 20 classes, ``signal=0.1``) at six
+sizes from 20k to 1M nodes, in the paper's setting: 3 layers, fan-outs 15,10,5, batch 1000, GNS
+with a 1 % cache and the ``hajek`` input layer against NS, 4 seeds (the graph is the same for
+every seed; the seed drives the cache draws, the initialisation, the batches and dropout), test
+accuracy after every epoch. Two 2-layer rows (fan-outs 10,5 on 200k and 1M nodes) show the
+effect of depth. Every graph trains at least 10 epochs and at least 200 steps (``epochs`` below),
+so that the small graphs, with 2-4 batches an epoch, are trained too.
+
+Item 3 of the study, the paper's setting at products scale (2.4M nodes, degree 52, 47 classes,
+5 epochs), runs from a saved folder (``--products DIR``, written once by ``gns-jax save``).
+
+Every (graph, sampler, seed) is one ``gns-jax train --out`` run (``experiments/grid.py``) whose
+JSON lands in ``OUT/runs/``; a completed run is skipped, so the study resumes where it stopped.
+Seeds are the outer loop: a partial study covers every graph. ``--only`` picks runs by name
+(substring), ``--max-minutes`` stops starting new runs after that long, so that no command runs
+much longer than its share of a session.
+
+    python -m experiments.size_study --out experiments/reports/size-study --max-minutes 40
+    python -m experiments.size_study --out experiments/reports/size-study --table-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+from experiments.grid import Run, run_grid
+
+FAMILY = "synthetic:nodes={n},degree=30,features=100,classes=20,signal=0.1"
+SIZES = (20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000)
+TRAIN_SHARE = 0.08  # the synthetic generator's default training split
+BATCH = 1000
+MIN_EPOCHS, MIN_STEPS = 10, 200
+DEPTHS = {"3-layer": "15,10,5", "2-layer": "10,5"}
+TWO_LAYER_SIZES = (200_000, 1_000_000)
+SEEDS = (0, 1, 2, 3)
+PRODUCTS_EPOCHS = 5
+METHODS = {
+    "NS": ("--sampler", "ns"),
+    "GNS 1%": ("--sampler", "gns", "--cache-fraction", "0.01", "--gns-weights", "hajek"),
+}
+
+
+def epochs(nodes: int) -> int:
+    """At least ``MIN_EPOCHS`` epochs and ``MIN_STEPS`` steps on a graph of ``nodes`` nodes."""
+    batches = math.ceil(round(TRAIN_SHARE * nodes) / BATCH)
+    return max(MIN_EPOCHS, math.ceil(MIN_STEPS / batches))
+
+
+def graph_runs(seeds=SEEDS) -> list[Run]:
+    """Item 1: every size in 3 layers, two sizes in 2 layers; seeds outermost."""
+    out = []
+    for seed in seeds:
+        for depth, fanouts in DEPTHS.items():
+            for n in SIZES if depth == "3-layer" else TWO_LAYER_SIZES:
+                options = (
+                    "--fanouts", fanouts, "--batch-size", str(BATCH),
+                    "--epochs", str(epochs(n)), "--eval-every", "1",
+                )  # fmt: skip
+                for label, args in METHODS.items():
+                    out.append(Run(FAMILY.format(n=n), f"{label} {depth}", seed, (*options, *args)))
+    return out
+
+
+def products_runs(folder: str, seeds=SEEDS) -> list[Run]:
+    """Item 3: the products-scale graph saved in ``folder``, one seed at a time."""
+    options = ("--epochs", str(PRODUCTS_EPOCHS), "--eval-every", "1")
+    return [
+        Run(folder, f"{label} products", seed, (*options, *args))
+        for seed in seeds
+        for label, args in METHODS.items()
+    ]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--products", help="the saved products-scale folder (item 3)")
+    parser.add_argument("--only", nargs="+", default=None, help="runs whose name has one of these")
+    parser.add_argument("--max-minutes", type=float, default=None)
+    parser.add_argument("--table-only", action="store_true", help="only aggregate --out")
+    args = parser.parse_args(argv)
+    grid = graph_runs(args.seeds)
+    if args.products:
+        grid += products_runs(args.products, args.seeds)
+    if args.only:
+        grid = [r for r in grid if any(s in r.name for s in args.only)]
+    if not args.table_only:
+        start = time.monotonic()
+        for run in grid:
+            if args.max_minutes and time.monotonic() - start > 60 * args.max_minutes:
+                print("size_study: --max-minutes reached; rerun to go on", file=sys.stderr)
+                break
+            run_grid([run], args.out)
+    from experiments.size_report import report
+
+    print(report(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
