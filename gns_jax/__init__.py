@@ -17,7 +17,12 @@ The supported surface is listed in ``__all__``. Modules, from the data to the co
   ``train``: ``fit``, ``load_model``, ``predict``; ``checkpoint``: orbax checkpoints;
 * ``parallel``: data parallelism over devices and hosts; ``pipeline``: pipeline parallelism
   with local learning (PPLL), one stage of layers a device;
-* ``instrument``: transfer, compilation and time counters, progress; ``cli``: the command.
+* ``meters``: transfer and compilation counters; ``timing``: time splits; ``probes``: ``/proc``
+  probes (memory, disk reads); ``pagecache``: page-cache hits of memory-mapped reads;
+  ``environment``: what a run ran on; ``progress``: progress on stderr (``instrument``
+  re-exports them all);
+* ``cli``: the command (``main``), over ``arguments`` (the parser), ``commands`` (the
+  subcommands), ``compile_cache``, ``atomic_write`` (``--out`` files) and ``distributed``.
 
 ``docs/`` explains the architecture and the algorithm.
 """
@@ -64,7 +69,7 @@ _WHERE = {
     "Task": "gns_jax.tasks",
     "TrainConfig": "gns_jax.config",
     "TrainState": "gns_jax.step",
-    "TransferMeter": "gns_jax.instrument",
+    "TransferMeter": "gns_jax.meters",
     "block_from_graphs_tuple": "gns_jax.sampling",
     "block_to_graphs_tuple": "gns_jax.sampling",
     "build_device_cache": "gns_jax.cache",
@@ -135,8 +140,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         prepare_features,
     )
     from gns_jax.graph import CSRGraph, from_edges
-    from gns_jax.instrument import TransferMeter
     from gns_jax.loader import Batch, DeviceBatch, Loader, LoaderState
+    from gns_jax.meters import TransferMeter
     from gns_jax.models import GraphSAGE, SAGEConv
     from gns_jax.parallel import DataParallel, make_parallel_train_step
     from gns_jax.pipeline import PipelineStepper

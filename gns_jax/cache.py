@@ -33,7 +33,8 @@ from gns_jax.config import DISTRIBUTIONS, check_cache_fraction
 from gns_jax.errors import ConfigError
 from gns_jax.gather import take_rows
 from gns_jax.graph import CSRGraph
-from gns_jax.instrument import PageCacheCounter, TransferMeter
+from gns_jax.meters import TransferMeter
+from gns_jax.pagecache import PageCacheCounter
 
 __all__ = [
     "DISTRIBUTIONS",

@@ -3,10 +3,10 @@ library, so that ``gns-jax --help`` starts at once.
 
 :class:`TrainConfig` holds every option of ``gns-jax train``: each field carries its default and,
 as field metadata, its help text, its command-line flag and its group. The command line is
-generated from these fields (:func:`gns_jax.cli.build_parser`; no option is copied by hand),
-:meth:`TrainConfig.from_json` reads the ``config`` of a run's JSON results back (``gns-jax train
---config run.json`` reproduces that run), and :meth:`TrainConfig.validate` is the one place where
-the rules on the options live: an impossible value raises one
+generated from these fields (:func:`gns_jax.arguments.build_parser`; no option is copied by
+hand), :meth:`TrainConfig.from_json` reads the ``config`` of a run's JSON results back
+(``gns-jax train --config run.json`` reproduces that run), and :meth:`TrainConfig.validate` is
+the one place where the rules on the options live: an impossible value raises one
 :class:`~gns_jax.errors.ConfigError` naming the option.
 
 The allowed values of the options (samplers, estimators, budgets, cache distributions) are

@@ -29,8 +29,8 @@ from flax import nnx
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import HostFeatures, SparseFeatures, pad_to_chunks
-from gns_jax.instrument import TransferMeter
 from gns_jax.loader import DeviceBatch, Loader
+from gns_jax.meters import TransferMeter
 from gns_jax.metrics import METRICS, score
 from gns_jax.sampling.nodewise import NodeWiseSampler
 from gns_jax.tasks import Task

@@ -20,8 +20,8 @@ from gns_jax.config import EVAL_FANOUT, TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import normalize_rows
-from gns_jax.instrument import TransferMeter
 from gns_jax.loader import Loader
+from gns_jax.meters import TransferMeter
 from gns_jax.models import GraphSAGE
 from gns_jax.parallel import DataParallel, resolve_devices
 from gns_jax.sampling.base import Sampler

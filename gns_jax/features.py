@@ -28,8 +28,9 @@ import numpy as np
 
 from gns_jax.cache import DeviceCache
 from gns_jax.gather import SortScratch, sorted_order, take_rows
-from gns_jax.instrument import CompileCounter, Stopwatch, TransferMeter
+from gns_jax.meters import CompileCounter, TransferMeter
 from gns_jax.sampling.budget import bucket
+from gns_jax.timing import Stopwatch
 
 __all__ = [
     "FeatureLoader",

@@ -1,7 +1,7 @@
 """Host row gathers: ``out[:] = store[ids]`` from the host feature store, over threads.
 
 Where a batch's input rows and the GNS cache's rows are read from the host store, so that those
-reads from a memory-mapped file are counted (:class:`gns_jax.instrument.PageCacheCounter`) and a
+reads from a memory-mapped file are counted (:class:`gns_jax.pagecache.PageCacheCounter`) and a
 store larger than the memory is read the way a disk needs (many reads in flight). Exact evaluation
 streams the store in row chunks instead (:mod:`gns_jax.evaluate`).
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from gns_jax import native
 from gns_jax.data.dataset import beyond_memory
-from gns_jax.instrument import PageCacheCounter
+from gns_jax.pagecache import PageCacheCounter
 
 __all__ = ["IO_READERS", "SortScratch", "copy_rows", "read_from_disk", "sorted_order", "take_rows"]
 

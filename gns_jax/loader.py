@@ -21,7 +21,7 @@ It keeps, in order of use:
   (:class:`gns_jax.sampling.budget.BudgetPolicy`); every growth is reported and counted;
 * **the host gather and the transfer**: the input rows that are not cached are read from the host
   store and moved (:class:`gns_jax.features.FeatureLoader`); every byte is counted by a
-  :class:`~gns_jax.instrument.TransferMeter`;
+  :class:`~gns_jax.meters.TransferMeter`;
 * **the prefetch**: all of it runs in a background thread up to ``prefetch`` batches ahead of the
   consumer (:class:`gns_jax.prefetch.Prefetcher`), and the phases are timed (``sample``,
   ``gather``, ``h2d``).
@@ -52,12 +52,13 @@ from gns_jax.config import BUDGETS
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, neighbour_means
-from gns_jax.instrument import Stopwatch, TransferMeter
+from gns_jax.meters import TransferMeter
 from gns_jax.parallel import DataParallel
 from gns_jax.prefetch import Prefetcher
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.blocks import Block, MiniBatch
 from gns_jax.sampling.budget import Budget, BudgetPolicy
+from gns_jax.timing import Stopwatch
 
 __all__ = ["BUDGETS", "Batch", "DeviceBatch", "Loader", "LoaderState"]
 
@@ -213,7 +214,7 @@ class Loader:
         samplers without ``uses_cache``).
       feature_loader: the :class:`~gns_jax.features.FeatureLoader` that gathers and moves the
         input rows (``compilations`` counts its assembler's).
-      meter: the :class:`~gns_jax.instrument.TransferMeter` of every byte moved.
+      meter: the :class:`~gns_jax.meters.TransferMeter` of every byte moved.
     """
 
     def __init__(

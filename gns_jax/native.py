@@ -101,7 +101,7 @@ def count_resident_kernel(id_dtype: np.dtype):
     """The native page-cache count (``native/gather.cc``) of rows of ``id_dtype`` ids (int32 or
     int64), a ctypes function ``(resident, ids, n, offset, row_bytes, page) -> int`` over a
     ``mincore`` vector, or None as for :func:`take_rows_kernel`.
-    :class:`gns_jax.instrument.PageCacheCounter` calls it."""
+    :class:`gns_jax.pagecache.PageCacheCounter` calls it."""
     return _host_function("count_resident", id_dtype)
 
 

@@ -32,7 +32,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from gns_jax.errors import ConfigError
-from gns_jax.instrument import CompileCounter
+from gns_jax.meters import CompileCounter
 
 __all__ = ["AXIS", "DataParallel", "make_parallel_train_step", "resolve_devices"]
 

@@ -59,7 +59,7 @@ import optax
 from flax import nnx
 
 from gns_jax.errors import ConfigError
-from gns_jax.instrument import CompileCounter
+from gns_jax.meters import CompileCounter
 from gns_jax.prefetch import offer, stop_threads
 from gns_jax.step import TrainState, init_state
 from gns_jax.tasks import LossFn, Task, masked_mean

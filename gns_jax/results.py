@@ -11,7 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from gns_jax.instrument import environment, peak_rss_gib
+from gns_jax.environment import environment
+from gns_jax.probes import peak_rss_gib
 from gns_jax.tasks import Task
 
 __all__ = ["RunRecord", "Totals", "resolve_metric"]

@@ -22,8 +22,8 @@ import optax
 from flax import nnx
 
 from gns_jax.evaluate import in_eval_mode
-from gns_jax.instrument import CompileCounter
 from gns_jax.loader import DeviceBatch
+from gns_jax.meters import CompileCounter
 from gns_jax.parallel import DataParallel, make_parallel_train_step
 from gns_jax.tasks import LossFn, Task, masked_mean, softmax_loss
 

@@ -42,11 +42,13 @@ from gns_jax.factories import (
     make_sampler,
     prepare_features,
 )
-from gns_jax.instrument import IoMeter, Reporter, TransferMeter
 from gns_jax.loader import DROPOUT, INIT
+from gns_jax.meters import TransferMeter
 from gns_jax.models import GraphSAGE
 from gns_jax.pipeline import PipelineState, build_stages
 from gns_jax.plan import plan_cache_fraction
+from gns_jax.probes import IoMeter
+from gns_jax.progress import Reporter
 from gns_jax.results import RunRecord, resolve_metric
 from gns_jax.step import (
     Stepper,

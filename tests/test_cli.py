@@ -157,19 +157,19 @@ def test_help_shows_every_default_once(capsys):
 def test_out_is_written_after_every_epoch_and_atomically_and_quiet_is_silent(
     tmp_path, monkeypatch, capsys
 ):
-    import gns_jax.cli as cli
+    import gns_jax.commands as commands  # where run_train looks write_atomically up
 
     out = tmp_path / "r.json"
     out.write_text('{"status": "completed", "test_accuracy": 0.99}')  # an older run's results
     seen = []
-    real = cli.write_atomically
+    real = commands.write_atomically
 
     def spy(path, data, option="--out"):
         real(path, data, option)
         seen.append(json.loads(path.read_text())["status"])
         assert not list(tmp_path.glob(".r.json.*"))  # no temporary file left behind
 
-    monkeypatch.setattr(cli, "write_atomically", spy)
+    monkeypatch.setattr(commands, "write_atomically", spy)
     assert main(["train", *TINY, "--quiet", "--out", str(out)]) == 0
     # replaced before anything else happened, then after each of the 2 epochs, then complete
     assert seen == ["starting", "running", "running", "completed"]

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from gns_jax.errors import ConfigError
-from gns_jax.instrument import CompileCounter
+from gns_jax.meters import CompileCounter
 from gns_jax.sampling.blocks import MiniBatch
 from gns_jax.sampling.budget import Budget
 

@@ -1,0 +1,246 @@
+"""The subcommands of ``gns-jax``: ``train`` (:func:`run_train`), ``plan``
+(:func:`run_plan`), ``predict`` (:func:`run_predict`) and ``save`` (:func:`run_save`), each
+given the parsed arguments (:func:`gns_jax.arguments.build_parser`). Host-side.
+
+JAX and the training code are imported inside each command, after its input is checked: a bad
+dataset or option is a one-line error in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from gns_jax.arguments import _shown
+from gns_jax.atomic_write import check_output, write_atomically
+from gns_jax.compile_cache import enable_compile_cache
+from gns_jax.distributed import start_processes
+from gns_jax.errors import ConfigError
+
+__all__ = ["run_plan", "run_predict", "run_save", "run_train"]
+
+
+def _config(args: argparse.Namespace):
+    """The run's TrainConfig: ``--config``'s options (or the defaults), then the flags given,
+    validated once. ``--devices all`` becomes the count; the split seed defaults to the seed."""
+    import dataclasses
+
+    from gns_jax.config import TrainConfig
+
+    base = TrainConfig() if args.config is None else TrainConfig.from_json(args.config)
+    given = {
+        f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if f.name in args
+    }
+    config = base.replace(**given)
+    if config.dataset is None:
+        raise ConfigError("dataset", "required: a dataset name, spec or path (or --config)")
+    if config.devices == "all" or config.devices != 1:
+        from gns_jax.parallel import resolve_devices
+
+        config = config.replace(devices=resolve_devices(config.devices))
+    if config.split_seed is None:
+        config = config.replace(split_seed=config.seed)
+    return config.validate()
+
+
+def _describe(config) -> str:
+    """The options that differ from the defaults, on one line."""
+    import dataclasses
+
+    from gns_jax.config import TrainConfig
+
+    default = TrainConfig()
+    changed = [
+        f"{f.name}={_shown(getattr(config, f.name))}"
+        for f in dataclasses.fields(config)
+        if getattr(config, f.name) != getattr(default, f.name)
+    ]
+    return "options: " + (" ".join(changed) if changed else "the defaults")
+
+
+def _load(spec: str, data_dir: str | None, split_seed: int, quiet: bool):
+    from gns_jax.data import load_dataset
+
+    start = time.perf_counter()
+    dataset = load_dataset(spec, data_dir, split_seed=split_seed)
+    if not quiet:
+        print(
+            f"{dataset.name}: {dataset.num_nodes:,} nodes, {dataset.graph.num_edges // 2:,} edges, "
+            f"{dataset.num_features} features, {dataset.num_classes} classes, "
+            f"split {dataset.split} "
+            f"({dataset.train_idx.size}/{dataset.val_idx.size}/{dataset.test_idx.size}), "
+            f"loaded in {time.perf_counter() - start:.1f}s",
+            file=sys.stderr,
+        )
+    return dataset
+
+
+def run_train(args: argparse.Namespace) -> dict:
+    """``gns-jax train``: returns the JSON results (also written to ``--out``)."""
+    start_processes(args)  # imports JAX only with --coordinator
+    config = _config(args)
+    lead = True
+    if args.coordinator is not None:  # with several processes, process 0 writes and reports
+        import jax
+
+        lead = jax.process_index() == 0
+    quiet = args.quiet or not lead
+    out = check_output(args.out) if args.out is not None and lead else None
+
+    def write(results: dict) -> None:
+        write_atomically(out, json.dumps(results, indent=1).encode())
+
+    if out is not None:  # a run killed before its first epoch leaves no stale results behind
+        write({"status": "starting", "config": config.to_json()})
+    # Before JAX is imported: a bad dataset is a one-line error in a fraction of a second.
+    dataset = _load(config.dataset, config.data_dir, config.split_seed, quiet)
+    if not quiet:  # once, after the data loaded: a bad dataset stays a one-line error
+        print(_describe(config), file=sys.stderr)
+    enable_compile_cache(args.no_compile_cache)
+    from gns_jax.train import fit
+
+    result = fit(dataset, config, quiet=quiet, on_epoch=write if out else None)
+    metrics = result.metrics
+    if out is not None:
+        write(metrics)
+    if not lead:
+        return metrics
+    best, m = metrics["best_epoch"], metrics["metric"]
+
+    def value(key: str) -> str:
+        return "-" if metrics.get(key) is None else f"{metrics[key]:.4f}"
+
+    print(
+        f"{dataset.name} {config.sampler} seed {config.seed}: "
+        + (
+            "not evaluated"
+            if best is None
+            else f"test {m} {value(f'test_{m}')} (best validation {m} {value(f'val_{m}')} at "
+            f"epoch {best})"
+            + (f", test accuracy {value('test_accuracy')}" if m != "accuracy" else "")
+        )
+        + f", epoch {metrics['epoch_time_s']:.3f}s, "
+        f"{metrics['h2d_rows_per_batch']:,.0f} rows host->device per batch"
+        + (f" (cache hit rate {metrics['cache_hit_rate']:.3f})" if config.sampler == "gns" else "")
+        + f", peak memory {metrics['peak_rss_gib']:.1f} GiB"
+    )
+    return metrics
+
+
+def run_plan(args: argparse.Namespace) -> dict:
+    """``gns-jax plan``: returns ``{"plan": ..., "config": ...}`` (also written to ``--out``)."""
+    args.cache_fraction = "auto"
+    config = _config(args)
+    if config.devices != 1:
+        config = config.replace(devices=1, parallel="data")  # the pilot runs on one device
+    out = check_output(args.out) if args.out is not None else None
+    dataset = _load(config.dataset, config.data_dir, config.split_seed, args.quiet)
+    enable_compile_cache(args.no_compile_cache)
+    from gns_jax.factories import prepare_features
+    from gns_jax.plan import plan_cache_fraction
+    from gns_jax.tasks import resolve_task
+
+    task, dataset = resolve_task(config.task, dataset)
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    plan = plan_cache_fraction(dataset, config, prepare_features(dataset, config), task, log=log)
+    result = {"plan": plan, "config": config.replace(cache_fraction=plan["chosen"]).to_json()}
+    if out is not None:
+        write_atomically(out, json.dumps(result, indent=1).encode())
+    rows = "\n".join(
+        f"  {m['fraction']:>6.1%}  noise {m['noise_ratio']:5.2f}x NS's  rows {m['rows_vs_ns']:.2f} "
+        f"of NS's" + ("  keeps up" if m["keeps_up"] else "")
+        for m in plan["measured"]
+    )
+    verdict = "keeps up with NS" if plan["keeps_up"] else "the best found; none keeps up with NS"
+    print(
+        f"{dataset.name}: --cache-fraction {plan['chosen']:g} ({verdict}; "
+        f"{plan['criterion']}; {plan['seconds']:.1f}s)\n{rows}"
+    )
+    return result
+
+
+def run_predict(args: argparse.Namespace) -> None:
+    import io
+
+    import numpy as np
+
+    from gns_jax.checkpoint import read_run
+    from gns_jax.evaluate import resolve_eval_mode
+    from gns_jax.train import load_model, predict
+
+    out = check_output(args.out)
+    if out.suffix != ".npy":
+        raise ConfigError(None, f"--out {args.out}: must be a .npy file")
+    _, record = read_run(args.checkpoint)
+    saved = record["config"]
+    split_seed = getattr(args, "split_seed", None)
+    if split_seed is None:  # the run's, as recorded (older runs: their seed, the default)
+        split_seed = saved["seed"] if saved.get("split_seed") is None else saved["split_seed"]
+    dataset = _load(args.dataset, getattr(args, "data_dir", None), split_seed, args.quiet)
+    model, config, record = load_model(args.checkpoint, dataset)
+    mode = resolve_eval_mode(config.eval_mode, model)
+    pred = predict(model, dataset, proba=args.proba, config=config)
+    buffer = io.BytesIO()
+    np.save(buffer, pred, allow_pickle=False)
+    write_atomically(out, buffer.getvalue())
+    if not args.quiet:
+        print(
+            f"wrote {pred.shape[0]:,} predicted "
+            f"{'probabilities' if args.proba else 'predictions'} to {out} ({mode} inference, "
+            f"the parameters of epoch {record['best']['epoch'] + 1}, validation "
+            f"{_selection(record)})",
+            file=sys.stderr,
+        )
+
+
+def _selection(record: dict) -> str:
+    """``metric value`` of the checkpoint's best epoch (older records: accuracy)."""
+    best = record["best"]
+    score = best.get("score", best["val"])
+    return f"{best.get('metric', 'accuracy')} {'-' if score is None else f'{score:.4f}'}"
+
+
+def run_save(args: argparse.Namespace) -> None:
+    from gns_jax.data import load_dataset
+    from gns_jax.data.ondisk import save_dataset
+
+    start = time.perf_counter()
+    if args.dataset.startswith("synthetic:"):
+        from gns_jax.data.streamed import STREAM_ABOVE, in_memory_bytes, write_synthetic
+        from gns_jax.data.synthetic import parse_synthetic, spec_rng
+
+        opts = parse_synthetic(args.dataset, in_memory=False)
+        if in_memory_bytes(opts["nodes"], opts["degree"], opts["features"]) > STREAM_ABOVE:
+            rng = spec_rng(opts.pop("seed"))  # the stream load_dataset gives it
+            log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+            meta = write_synthetic(
+                rng,
+                args.out,
+                name=args.dataset,
+                feature_dtype=args.feature_dtype,
+                log=log,
+                **opts,
+            )
+            if not args.quiet:
+                print(
+                    f"{args.dataset}: {meta['num_nodes']:,} nodes, {meta['num_edges']:,} "
+                    f"directed edges, {meta['num_features']} features: streamed to {args.out} "
+                    f"in {time.perf_counter() - start:.1f}s (load it with --dataset {args.out})",
+                    file=sys.stderr,
+                )
+            return
+    dataset = load_dataset(
+        args.dataset, getattr(args, "data_dir", None), split_seed=getattr(args, "split_seed", 0)
+    )
+    loaded = time.perf_counter() - start
+    save_dataset(dataset, args.out, feature_dtype=args.feature_dtype)
+    if not args.quiet:
+        print(
+            f"{dataset.name}: {dataset.num_nodes:,} nodes, {dataset.graph.num_edges:,} directed "
+            f"edges, {dataset.num_features} features: built in {loaded:.1f}s, written to "
+            f"{args.out} in {time.perf_counter() - start - loaded:.1f}s "
+            f"(load it with --dataset {args.out})",
+            file=sys.stderr,
+        )
