@@ -1,23 +1,27 @@
 """``--cache-fraction auto`` validated: the planner's choice against NS and a fixed 1 % cache.
 
 For every graph and seed, three ``gns-jax train`` runs (``experiments/grid.py``; resumable):
-NS, GNS with a 1 % cache and GNS with ``--cache-fraction auto`` (the pilot of
+NS, GNS with a 1 % cache and GNS with ``--cache-fraction auto`` (the planner of
 :mod:`gns_jax.plan`), each evaluated after every epoch. Writes, in ``--out``:
 
 * ``runs/*.json``: every run's results;
 * ``plan.md``: per graph, final test accuracy (mean ± std over seeds), the mean test accuracy
   over the epochs, rows moved per batch against NS's, the epoch time, the fractions ``auto``
-  chose, the pilot's time against the budget the issue sets (the larger of two NS epochs,
+  chose, the planner's time against its allowance (the larger of two NS epochs,
   median epoch time, and 15 % of the NS run's summed epoch times), and whether ``auto`` keeps up
   by the three tests (final within 1 point of NS's, mean over the epochs within 3 points, at
   most 0.6 of NS's rows per batch);
 * ``plan.png``: test accuracy (mean over seeds) per epoch (top row) and against wall-clock
-  time (bottom row: the summed epoch times, the pilot's seconds included for ``auto``), one
+  time (bottom row: the summed epoch times, the planner's seconds included for ``auto``), one
   column a graph.
 
     python -m experiments.plan --seeds 4 5 6 7 --out experiments/reports/plan
     python -m experiments.plan --seeds 4 5 6 7 --out experiments/reports/plan --table-only
     python -m experiments.plan --graphs cora --seeds 0 1 --out /tmp/plan   # a quick look
+    python -m experiments.plan --methods calibration --seeds 0 1 2 3 --out experiments/reports/plan
+
+The last runs NS and GNS at fixed 5, 10 and 20 % on seeds 0-3: the runs that set the planner's
+2-layer limit (every graph here is trained with 2 layers), apart from the seeds that validate it.
 """
 
 from __future__ import annotations
@@ -48,14 +52,22 @@ METHODS = {
     "GNS 1%": ("--sampler", "gns", "--cache-fraction", "0.01"),
     "GNS auto": ("--sampler", "gns", "--cache-fraction", "auto"),
 }
+# Fixed fractions that set the planner's limits (seeds 0-3; `--methods calibration`)
+CALIBRATION = {
+    "NS": METHODS["NS"],
+    **{f"GNS {f}%": ("--sampler", "gns", "--cache-fraction", f"{f / 100:g}") for f in (5, 10, 20)},
+}
 
 
-def runs(graphs, seeds) -> list[Run]:
+LABELS = ("NS", "GNS 1%", "GNS 5%", "GNS 10%", "GNS 20%", "GNS auto")  # the table's order
+
+
+def runs(graphs, seeds, methods=None) -> list[Run]:
     out = []
     for seed in seeds:  # seed outermost: a partial grid covers every graph
         for name in graphs:
             spec, options = GRAPHS[name]
-            for label, args in METHODS.items():
+            for label, args in (methods or METHODS).items():
                 out.append(Run(spec, label, seed, (*options, *args)))
     return out
 
@@ -65,7 +77,7 @@ def curve(result: dict) -> np.ndarray:
 
 
 def clock(result: dict) -> np.ndarray:
-    """Seconds of training at the end of each epoch (evaluation not counted), the pilot's
+    """Seconds of training at the end of each epoch (evaluation not counted), the planner's
     included."""
     pilot = result["plan"]["seconds"] if "plan" in result else 0.0
     return pilot + np.cumsum([e["time_s"] for e in result["epochs"]])
@@ -75,12 +87,12 @@ def summarise(results: list[dict], graphs) -> tuple[str, dict]:
     lines, table = [], {}
     header = (
         "| graph | method | final test % | mean over epochs % | rows/batch | rows vs NS | "
-        "epoch s | fraction (per seed) | pilot s | pilot budget s |"
+        "epoch s | fraction (per seed) | planner s | allowance s |"
     )
     lines += [header, "|" + "---|" * 10]
     for name in graphs:
         spec = GRAPHS[name][0]
-        by = {m: [r for r in results if r["dataset"] == spec and r["label"] == m] for m in METHODS}
+        by = {m: [r for r in results if r["dataset"] == spec and r["label"] == m] for m in LABELS}
         if not by["NS"]:
             continue
         ns = by["NS"]
@@ -158,7 +170,7 @@ def plot(table: dict, path: Path) -> None:
             bottom.plot(e["clock"], c, label=method)
         top.set_title(name, fontsize=9)
         top.set_xlabel("epoch")
-        bottom.set_xlabel("training s (pilot included)")
+        bottom.set_xlabel("training s (planner included)")
     axes[0][0].set_ylabel("test accuracy % (mean over seeds)")
     axes[1][0].set_ylabel("test accuracy %")
     axes[0][0].legend(fontsize=7)
@@ -172,8 +184,12 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--table-only", action="store_true", help="only aggregate --out")
+    parser.add_argument(
+        "--methods", choices=("validation", "calibration"), default="validation",
+        help="validation: NS, GNS 1 %% and auto; calibration: NS and GNS at 5, 10, 20 %%",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    grid = runs(args.graphs, args.seeds)
+    grid = runs(args.graphs, args.seeds, CALIBRATION if args.methods == "calibration" else None)
     if args.table_only:
         paths = [args.out / "runs" / f"{run.name}.json" for run in grid]
         missing = [p.name for p in paths if not p.is_file()]

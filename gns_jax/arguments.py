@@ -159,10 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     plan = commands.add_parser(
         "plan",
         help="pick the cache fraction for a training run (what --cache-fraction auto runs)",
-        description="A short pilot (gns_jax.plan): a few NS warm-up steps, then the gradient "
-        "noise of GNS at increasing cache fractions against NS's on the run's own batches; "
-        "prints what it measured and the smallest fraction that keeps up. Takes the options "
-        "of gns-jax train (--cache-fraction is what it chooses).",
+        description="The planner (gns_jax.plan): samples a few of the run's batches and "
+        "computes, for increasing cache fractions, the share of layer-1 nodes without a "
+        "cached neighbour and the rows moved against NS's, without training; prints them and "
+        "the smallest fraction that keeps up. Takes the options of gns-jax train "
+        "(--cache-fraction is what it chooses).",
     )
     plan.add_argument(
         "--config", default=None, metavar="RUN.json", help="start from a run's options"

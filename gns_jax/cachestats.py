@@ -33,7 +33,17 @@ from gns_jax.graph import CSRGraph
 
 __all__ = ["LayerSets", "cache_statistics", "draws", "sample_layer_sets", "sample_neighbours"]
 
-_DUPLICATE_ROUNDS = 16  # redraws of repeated offsets; a repeat left after them is kept once
+
+def _k_subsets(rng: np.random.Generator, degree: np.ndarray, k: int) -> np.ndarray:
+    """``[len(degree), k]`` offsets, a uniform ``k``-subset of ``range(d)`` a row (each ``d``
+    above ``k``): Floyd's algorithm, vectorised over the rows."""
+    picks = np.empty((degree.size, k), dtype=np.int64)
+    for i in range(k):
+        top = degree - k + i  # draw from [0, top]; on a repeat, take top itself
+        t = (rng.random(degree.size) * (top + 1)).astype(np.int64)
+        seen = (picks[:, :i] == t[:, None]).any(axis=1)
+        picks[:, i] = np.where(seen, top, t)
+    return picks
 
 
 def sample_neighbours(graph: CSRGraph, nodes: np.ndarray, k: int, rng: np.random.Generator):
@@ -53,15 +63,7 @@ def sample_neighbours(graph: CSRGraph, nodes: np.ndarray, k: int, rng: np.random
         np.repeat(start[few], s_degree) + offsets
     ]
     l_start, l_degree = start[~few], degree[~few]
-    picks = (rng.random((l_degree.size, k)) * l_degree[:, None]).astype(np.int64)
-    for _ in range(_DUPLICATE_ROUNDS):
-        picks.sort(axis=1)
-        repeated = np.zeros(picks.shape, dtype=bool)
-        repeated[:, 1:] = picks[:, 1:] == picks[:, :-1]
-        if not repeated.any():
-            break
-        rows = np.nonzero(repeated)[0]
-        picks[repeated] = (rng.random(rows.size) * l_degree[rows]).astype(np.int64)
+    picks = _k_subsets(rng, l_degree, k)
     slots = first[~few][:, None] + np.arange(k)
     out[slots.ravel()] = graph.indices[(l_start[:, None] + picks).ravel()]
     return out
@@ -103,34 +105,45 @@ def sample_layer_sets(
     return LayerSets(layer1, ns_inputs)
 
 
-def cache_statistics(graph: CSRGraph, p: np.ndarray, num_draws: int, sets: LayerSets) -> dict:
-    """The closed-form statistics of a cache of ``num_draws`` draws from ``p`` over ``sets``
-    (module docstring): ``no_cached_share``, ``cached_neighbours``, ``rows_vs_ns``,
-    ``cache_nodes``; means over the batches, the shares weighted by their layer-1 sizes."""
+def cache_statistics(graph: CSRGraph, p: np.ndarray, num_draws, sets: LayerSets) -> list[dict]:
+    """The closed-form statistics (module docstring) of a cache of each of ``num_draws`` draws
+    from ``p`` (an int or a sequence: one dict each) over ``sets``: ``no_cached_share``,
+    ``cached_neighbours``, ``rows_vs_ns``, ``cache_nodes``, ``num_draws``; means over the
+    batches, the shares weighted by their layer-1 sizes. The edges of the layer-1 nodes are
+    read once for every cache size."""
+    many = np.ndim(num_draws) > 0
+    sizes = [int(m) for m in np.atleast_1d(num_draws)]
     with np.errstate(divide="ignore"):
         log_miss = np.log1p(-np.minimum(p, 1.0))  # log(1 - p_u)
-    pi = -np.expm1(num_draws * log_miss)
-    none, neighbours, rows, counts = 0.0, 0.0, 0.0, 0
-    for nodes, ns_rows in zip(sets.layer1, sets.ns_inputs):
+    parts = []  # per batch: log(1 - mass_v) of its layer-1 nodes, its sources and their counts
+    for nodes in sets.layer1:
         start, end = graph.indptr[nodes], graph.indptr[nodes + 1]
         degree = end - start
         edge = np.repeat(start - np.cumsum(degree) + degree, degree) + np.arange(degree.sum())
         src = graph.indices[edge]
-        owner = np.repeat(np.arange(nodes.size), degree)
-        mass = np.bincount(owner, weights=p[src], minlength=nodes.size)
+        mass = np.bincount(np.repeat(np.arange(nodes.size), degree), weights=p[src])
+        mass = np.pad(mass, (0, nodes.size - mass.size))
         with np.errstate(divide="ignore"):
-            none += float(np.exp(num_draws * np.log1p(-np.minimum(mass, 1.0))).sum())
-        neighbours += float(pi[src].sum())
-        rows += float((1.0 - pi[nodes]).sum()) / max(ns_rows, 1)
-        counts += nodes.size
+            parts.append((np.log1p(-np.minimum(mass, 1.0)), *np.unique(src, return_counts=True)))
+    counts = sum(nodes.size for nodes in sets.layer1)
     batches = max(len(sets.layer1), 1)
-    return dict(
-        no_cached_share=none / max(counts, 1),
-        cached_neighbours=neighbours / max(counts, 1),
-        rows_vs_ns=rows / batches,
-        cache_nodes=float(pi.sum()),
-        num_draws=int(num_draws),
-    )
+    out = []
+    for m in sizes:
+        none = neighbours = rows = 0.0
+        for nodes, ns_rows, (log_none, sources, times) in zip(sets.layer1, sets.ns_inputs, parts):
+            none += float(np.exp(m * log_none).sum())
+            neighbours += float((-np.expm1(m * log_miss[sources]) * times).sum())
+            rows += float(np.exp(m * log_miss[nodes]).sum()) / max(ns_rows, 1)
+        out.append(
+            dict(
+                no_cached_share=none / max(counts, 1),
+                cached_neighbours=neighbours / max(counts, 1),
+                rows_vs_ns=rows / batches,
+                cache_nodes=float(-np.expm1(m * log_miss).sum()),
+                num_draws=m,
+            )
+        )
+    return out if many else out[0]
 
 
 def draws(fraction: float, num_nodes: int) -> int:

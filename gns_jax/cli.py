@@ -5,7 +5,7 @@
   continues a killed run.
 * ``gns-jax predict`` writes every node's predicted class from a run's checkpoint.
 * ``gns-jax plan`` picks the cache fraction of a GNS run (:mod:`gns_jax.plan`; what
-  ``--cache-fraction auto`` runs before training) and prints what its pilot measured.
+  ``--cache-fraction auto`` runs before training) and prints what its planner computed.
 * ``gns-jax save`` writes any dataset (a synthetic graph, say) to a memory-mapped folder
   (:mod:`gns_jax.data.ondisk`) that ``--dataset FOLDER`` then loads in seconds.
 

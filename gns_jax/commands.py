@@ -134,7 +134,7 @@ def run_plan(args: argparse.Namespace) -> dict:
     args.cache_fraction = "auto"
     config = _config(args)
     if config.devices != 1:
-        config = config.replace(devices=1, parallel="data")  # the pilot runs on one device
+        config = config.replace(devices=1, parallel="data")  # as the planner sees the run
     out = check_output(args.out) if args.out is not None else None
     dataset = _load(config.dataset, config.data_dir, config.split_seed, args.quiet)
     enable_compile_cache(args.no_compile_cache)
@@ -149,14 +149,14 @@ def run_plan(args: argparse.Namespace) -> dict:
     if out is not None:
         write_atomically(out, json.dumps(result, indent=1).encode())
     rows = "\n".join(
-        f"  {m['fraction']:>6.1%}  noise {m['noise_ratio']:5.2f}x NS's  rows {m['rows_vs_ns']:.2f} "
-        f"of NS's" + ("  keeps up" if m["keeps_up"] else "")
+        f"  {m['fraction']:>6.1%}  {m['no_cached_share']:.3f} of layer-1 nodes without a cached "
+        f"neighbour, rows {m['rows_vs_ns']:.2f} of NS's" + ("  keeps up" if m["keeps_up"] else "")
         for m in plan["measured"]
     )
     verdict = "keeps up with NS" if plan["keeps_up"] else "the best found; none keeps up with NS"
     print(
         f"{dataset.name}: --cache-fraction {plan['chosen']:g} ({verdict}; "
-        f"{plan['criterion']}; {plan['seconds']:.1f}s)\n{rows}"
+        f"{plan['criterion']}; answered in {plan['seconds']:.2f}s)\n{rows}"
     )
     return result
 

@@ -236,8 +236,9 @@ class TrainConfig:
     cache_fraction: float | str = _option(
         0.01,
         "the cache draws m = ceil(F * num_nodes) nodes, with replacement, deduplicated; auto: "
-        "a pilot before training picks the smallest fraction whose gradient noise keeps up "
-        "with NS's (gns-jax plan; the JSON's plan and cache_fraction)",
+        "the planner picks, from the graph alone, the smallest fraction that leaves few "
+        "layer-1 nodes without a cached neighbour (gns-jax plan; the JSON's plan and "
+        "cache_fraction)",
         "GNS (--sampler gns)",
         parse=parse_fraction,
         metavar="F|auto",

@@ -138,11 +138,8 @@ def fit(
     parallel = make_parallel(config)
     features = prepare_features(dataset, config)
     plan = None
-    if config.cache_fraction == "auto":  # the pilot picks the fraction (gns_jax.plan)
-        plan = plan_cache_fraction(
-            dataset, config, features, task, model=model, optimizer=optimizer, loss=loss,
-            log=reporter.line,
-        )  # fmt: skip
+    if config.cache_fraction == "auto":  # the planner picks the fraction (gns_jax.plan)
+        plan = plan_cache_fraction(dataset, config, features, task, log=reporter.line)
         config = config.replace(cache_fraction=plan["chosen"])
     sampler = make_sampler(dataset, config)
     check_memory(dataset, config, sampler, model)  # before the model, the cache, the batches

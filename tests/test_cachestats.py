@@ -88,10 +88,23 @@ def test_closed_form_check_catches_a_wrong_draw_count(setting):
 
 
 def test_sampling_with_replacement_is_caught(tiny_dataset, monkeypatch):
-    """Without the duplicate redraws (sampling with replacement) the distinctness test fails."""
-    monkeypatch.setattr(cachestats, "_DUPLICATE_ROUNDS", 0)
+    """With the offsets drawn with replacement the distinctness test fails."""
+
+    def with_replacement(rng, degree, k):
+        return (rng.random((degree.size, k)) * degree[:, None]).astype(np.int64)
+
+    monkeypatch.setattr(cachestats, "_k_subsets", with_replacement)
     with pytest.raises(AssertionError):
         test_sample_neighbours_distinct_true_neighbours(tiny_dataset)
+
+
+def test_a_biased_subset_is_caught(tiny_dataset, monkeypatch):
+    """With the first k offsets always taken, the uniformity test fails."""
+    monkeypatch.setattr(
+        cachestats, "_k_subsets", lambda rng, degree, k: np.tile(np.arange(k), (degree.size, 1))
+    )
+    with pytest.raises(AssertionError):
+        test_sample_neighbours_uniform(tiny_dataset)
 
 
 def test_layer_sets_shapes(tiny_dataset):

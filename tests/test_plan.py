@@ -1,93 +1,162 @@
-"""The cache-fraction planner (gns_jax.plan): what it measures, what it records, its errors."""
+"""The cache-fraction planner (gns_jax.plan): what it computes, what it picks, its errors, and
+that its closed form matches what the run's own GNS batches show."""
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
-from gns_jax.cache import cache_size
+from gns_jax import plan as plan_module
+from gns_jax.cache import cache_distribution, cache_size
+from gns_jax.cachestats import cache_statistics, sample_layer_sets
 from gns_jax.config import TrainConfig, parse_fraction
 from gns_jax.errors import ConfigError
-from gns_jax.factories import prepare_features
+from gns_jax.factories import make_loader, make_sampler, prepare_features
 from gns_jax.plan import plan_cache_fraction
-from gns_jax.tasks import resolve_task
 from tests.helpers import TINY_ARGS
 
 KEYS = {
-    "requested", "fractions", "measured", "ns", "chosen", "keeps_up", "criterion",
-    "warmup_steps", "batches", "seconds",
+    "requested", "fractions", "measured", "chosen", "keeps_up", "criterion", "batches", "seconds",
 }  # fmt: skip
-
-
-def _plan(dataset, config, **kw):
-    task, dataset = resolve_task(config.task, dataset)
-    return plan_cache_fraction(dataset, config, prepare_features(dataset, config), task, **kw)
+MEASURED = {
+    "fraction", "no_cached_share", "cached_neighbours", "rows_vs_ns", "cache_nodes", "keeps_up",
+}  # fmt: skip
+FRACTIONS = (0.01, 0.05, 0.2, 1.0)
 
 
 @pytest.fixture(scope="module")
 def gns_config(tiny_config):
-    return tiny_config.replace(sampler="gns", cache_fraction="auto", dropout=0.0)
+    return tiny_config.replace(sampler="gns", cache_fraction="auto")
 
 
 @pytest.fixture(scope="module")
 def swept(tiny_dataset, gns_config):
-    """Every fraction measured (nothing can keep up at a noise limit of 0)."""
-    kw = dict(fractions=(0.01, 0.1, 1.0), noise_limit=0.0, rows_limit=1.0, warmup=2, batches=12)
-    return _plan(tiny_dataset, gns_config, **kw), kw
+    """Every fraction measured and none keeps up (a rows limit of 0)."""
+    return plan_cache_fraction(tiny_dataset, gns_config, fractions=FRACTIONS, rows_limit=0.0)
 
 
-def test_plan_records_what_it_measured(swept):
-    plan, kw = swept
-    assert set(plan) == KEYS
-    assert plan["fractions"] == [0.01, 0.1, 1.0]  # none kept up: every one tried
-    assert [m["fraction"] for m in plan["measured"]] == plan["fractions"]
-    assert plan["keeps_up"] is False
-    assert plan["chosen"] in plan["fractions"]
-    # none keeps up: the lowest noise among those within the rows limit
-    assert plan["chosen"] == min(plan["measured"], key=lambda m: m["noise_ratio"])["fraction"]
-    assert plan["ns"]["noise"] > 0 and plan["ns"]["rows_per_batch"] > 0
-    assert plan["warmup_steps"] == 2 and plan["batches"] == 12 and plan["seconds"] > 0
-    for m in plan["measured"]:
-        assert m["rows_vs_ns"] == pytest.approx(m["rows_per_batch"] / plan["ns"]["rows_per_batch"])
+def test_plan_records_what_it_computed(swept):
+    assert set(swept) == KEYS
+    assert swept["requested"] == "auto" and swept["fractions"] == list(FRACTIONS)
+    assert [m["fraction"] for m in swept["measured"]] == list(FRACTIONS)
+    assert all(set(m) == MEASURED for m in swept["measured"])
+    assert swept["keeps_up"] is False and not any(m["keeps_up"] for m in swept["measured"])
+    assert swept["batches"] == plan_module.BATCHES and swept["seconds"] > 0
+    assert "no_cached_share <=" in swept["criterion"]
 
 
-def test_noise_falls_as_the_cache_grows(swept):
-    """A 1 % cache of 600 nodes (6 draws) leaves most nodes without a cached neighbour: its
-    gradient is much noisier than NS's (2.4x here); caching every node brings it back near
-    NS's (1.05x). If the measurement ignored GNS's gradients (or compared NS with itself) every
-    ratio would read 1. Without dropout (``gns_config``), whose noise both samplers share and
-    which, on this tiny graph, hides the difference in 12 batches."""
-    plan, _ = swept
-    ratio = {m["fraction"]: m["noise_ratio"] for m in plan["measured"]}
-    assert ratio[0.01] > 1.8
-    assert ratio[0.01] > ratio[0.1] > ratio[1.0]
-    assert ratio[1.0] < 1.3
+def test_the_share_falls_as_the_cache_grows(swept):
+    """A larger cache leaves fewer layer-1 nodes without a cached neighbour and gives each more;
+    caching every node (fraction 1: 600 draws, most nodes drawn) leaves almost none out."""
+    shares = [m["no_cached_share"] for m in swept["measured"]]
+    neighbours = [m["cached_neighbours"] for m in swept["measured"]]
+    assert shares == sorted(shares, reverse=True) and shares[0] > 0.5 > shares[-1]
+    assert neighbours == sorted(neighbours)
+    nodes = [m["cache_nodes"] for m in swept["measured"]]
+    assert nodes == sorted(nodes) and nodes[0] <= cache_size(0.01, 600)
+
+
+def test_none_keeps_up_picks_the_smallest_within_the_share_limit(swept, gns_config):
+    limit = plan_module.no_cached_limit(len(gns_config.fanouts))
+    within = [m["fraction"] for m in swept["measured"] if m["no_cached_share"] <= limit]
+    assert swept["chosen"] == (within[0] if within else FRACTIONS[-1])
+
+
+def test_plan_picks_the_smallest_that_keeps_up(tiny_dataset, gns_config, swept):
+    """With the limit between the second and third fraction's shares, the third is chosen."""
+    shares = [m["no_cached_share"] for m in swept["measured"]]
+    limit = (shares[1] + shares[2]) / 2
+    plan = plan_cache_fraction(
+        tiny_dataset, gns_config, fractions=FRACTIONS, limit=limit, rows_limit=1.0
+    )
+    assert plan["chosen"] == FRACTIONS[2] and plan["keeps_up"] is True
+    assert [m["keeps_up"] for m in plan["measured"]] == [False, False, True, True]
 
 
 def test_plan_is_deterministic(tiny_dataset, gns_config, swept):
-    plan, kw = swept
-    again = _plan(tiny_dataset, gns_config, **kw)
-    assert [m["noise_ratio"] for m in again["measured"]] == [
-        m["noise_ratio"] for m in plan["measured"]
-    ]
+    again = plan_cache_fraction(tiny_dataset, gns_config, fractions=FRACTIONS, rows_limit=0.0)
+    assert again["measured"] == swept["measured"] and again["chosen"] == swept["chosen"]
 
 
-def test_plan_stops_at_the_first_that_keeps_up(tiny_dataset, gns_config):
-    """With a limit every fraction meets, it tries two (the least allowed) and picks the first."""
-    kw = dict(fractions=(0.01, 0.1, 1.0), noise_limit=1e9, rows_limit=1.0, warmup=1, batches=3)
-    plan = _plan(tiny_dataset, gns_config, **kw)
-    assert plan["fractions"] == [0.01, 0.1]
-    assert plan["chosen"] == 0.01 and plan["keeps_up"] is True
+def _loader_shares(dataset, config, epochs):
+    """What the run's own GNS loader shows: per epoch (one cache draw each), the share of the
+    input block's destination nodes with no cached neighbour, over that epoch's batches."""
+    features = prepare_features(dataset, config)
+    loader = make_loader(dataset, config, make_sampler(dataset, config), features)
+    graph, out, sizes = dataset.graph, [], []
+    it = loader.batches(0, epochs)
+    try:
+        for _ in range(epochs):
+            none = total = 0
+            for _ in range(loader.num_batches):
+                batch = next(it)
+                ids = loader.cache_schedule.ids
+                cached = np.zeros(graph.num_nodes, dtype=bool)
+                cached[ids] = True
+                block = jax.device_get(batch.inputs.blocks[0])
+                dst = np.asarray(block.src_nodes)[: block.dst_mask.shape[0]]
+                dst = dst[np.asarray(block.dst_mask)]
+                counts = np.array([cached[graph.neighbors(v)].sum() for v in dst])
+                none += int((counts == 0).sum())
+                total += dst.size
+                sizes.append(dst.size)
+            out.append(none / total)
+    finally:
+        it.close()
+    return np.array(out), np.array(sizes)
 
 
-def test_plan_tries_two_even_when_the_first_moves_too_many_rows(tiny_dataset, gns_config):
-    """A first fraction over the rows limit (every fraction moves more rows than it) still
-    gets a second measured: the plan records at least two (a 140-node training split with
-    batch 1000 on Cora stopped after one)."""
-    kw = dict(fractions=(0.01, 0.1, 1.0), noise_limit=1e9, rows_limit=0.0, warmup=1, batches=3)
-    plan = _plan(tiny_dataset, gns_config, **kw)
-    assert plan["fractions"] == [0.01, 0.1] and plan["keeps_up"] is False
-    assert all(m["rows_vs_ns"] > 0.0 for m in plan["measured"])
+@pytest.fixture(scope="module")
+def loader_view(tiny_dataset, tiny_config):
+    """The run's loader at 5 %, 12 epochs of one batch (every training node): 12 cache draws."""
+    config = tiny_config.replace(sampler="gns", cache_fraction=0.05, batch_size=48)
+    return config, _loader_shares(tiny_dataset, config, 12)
+
+
+def _closed_form(dataset, config, fanouts):
+    rng = np.random.default_rng(0)
+    sets = sample_layer_sets(dataset.graph, dataset.train_idx, fanouts, 48, rng, 16)
+    p = cache_distribution(dataset.graph, "degree")
+    stats = cache_statistics(dataset.graph, p, cache_size(0.05, dataset.num_nodes), sets)
+    return stats, np.array([s.size for s in sets.layer1])
+
+
+def test_the_closed_form_matches_the_runs_batches(tiny_dataset, loader_view):
+    """The planner's expected share and layer-1 size agree with the real loader's batches
+    within 4 standard errors (over its 12 cache draws, and over its batches)."""
+    config, (shares, sizes) = loader_view
+    stats, planned_sizes = _closed_form(tiny_dataset, config, config.fanouts)
+    se = shares.std(ddof=1) / np.sqrt(shares.size)
+    assert abs(stats["no_cached_share"] - shares.mean()) <= 4 * se
+    se_size = np.hypot(sizes.std(ddof=1) / np.sqrt(sizes.size), planned_sizes.std(ddof=1) / 4)
+    assert abs(planned_sizes.mean() - sizes.mean()) <= 4 * se_size
+
+
+def test_the_agreement_check_catches_the_wrong_layer(tiny_dataset, loader_view):
+    """Computed over the seeds instead of the layer-1 nodes (one layer too few), the closed
+    form no longer matches the run's batches."""
+    config, (shares, sizes) = loader_view
+    _, planned_sizes = _closed_form(tiny_dataset, config, config.fanouts[-1:])
+    se_size = np.hypot(sizes.std(ddof=1) / np.sqrt(sizes.size), planned_sizes.std(ddof=1) / 4)
+    assert abs(planned_sizes.mean() - sizes.mean()) > 4 * se_size
+
+
+def test_the_planner_has_its_own_random_stream(tiny_dataset, gns_config):
+    """Another seed samples other batches (the statistics move a little); the run's streams
+    are not touched (the planner only reads the dataset)."""
+    a = plan_cache_fraction(tiny_dataset, gns_config, fractions=FRACTIONS)
+    b = plan_cache_fraction(tiny_dataset, gns_config.replace(seed=1), fractions=FRACTIONS)
+    assert a["measured"] != b["measured"]
+
+
+def test_plan_errors(tiny_dataset, gns_config):
+    with pytest.raises(ConfigError, match="auto is for --sampler gns"):
+        plan_cache_fraction(tiny_dataset, gns_config.replace(sampler="ns"))
+    with pytest.raises(ConfigError, match="at least two"):
+        plan_cache_fraction(tiny_dataset, gns_config, fractions=(0.1,))
+    with pytest.raises(ConfigError, match="at least two, increasing"):
+        plan_cache_fraction(tiny_dataset, gns_config, fractions=(0.2, 0.1))
 
 
 def test_auto_rules():
@@ -115,7 +184,6 @@ def test_fit_records_the_fraction_it_trained_with(tiny_dataset, gns_config):
     assert fixed["cache_fraction"] == 0.05 and "plan" not in fixed
 
 
-@pytest.mark.slow
 def test_plan_command(tmp_path, capsys):
     from gns_jax.cli import main
 
@@ -126,7 +194,8 @@ def test_plan_command(tmp_path, capsys):
     assert saved["config"]["cache_fraction"] == saved["plan"]["chosen"]
     printed = capsys.readouterr().out
     assert f"--cache-fraction {saved['plan']['chosen']:g}" in printed
-    assert np.isfinite([m["noise_ratio"] for m in saved["plan"]["measured"]]).all()
+    assert "without a cached neighbour" in printed
+    assert np.isfinite([m["no_cached_share"] for m in saved["plan"]["measured"]]).all()
 
 
 def test_plan_command_refuses_other_samplers(capsys):
