@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,12 @@ def nodes_of(result: dict) -> int:
     return int(result["num_nodes"])
 
 
+def degree_of(dataset: str) -> str:
+    """The ``degree=`` option of a synthetic spec ("-" for a saved folder)."""
+    found = re.search(r"degree=([0-9.]+)", dataset)
+    return found.group(1) if found else "-"
+
+
 def curve(result: dict) -> np.ndarray:
     return np.array([e["test_accuracy"] for e in result["epochs"]], dtype=float)
 
@@ -79,15 +86,26 @@ def measure_statistics(dataset: str, fanouts, batch_size: int = 1000,
     ``dataset`` over ``batches`` node-wise sampled batches of its training nodes (seed 0)."""
     from gns_jax.cache import cache_distribution
     from gns_jax.cachestats import cache_statistics, draws, sample_layer_sets
+    from gns_jax.config import TrainConfig
     from gns_jax.data import load_dataset
+    from gns_jax.plan import plan_cache_fraction
 
     data = load_dataset(dataset)
     rng = np.random.default_rng(0)
     sets = sample_layer_sets(data.graph, data.train_idx, fanouts, batch_size, rng, batches)
     p = cache_distribution(data.graph, "degree")
     stats = cache_statistics(data.graph, p, draws(fraction, data.num_nodes), sets)
+    # what --cache-fraction auto answers on this graph, and its cost (the dataset loaded)
+    config = TrainConfig(dataset=dataset, fanouts=tuple(fanouts), batch_size=batch_size,
+                         cache_fraction="auto", seed=0)  # fmt: skip
+    plan = plan_cache_fraction(data, config)
+    with open("/proc/loadavg") as f:
+        load = float(f.read().split()[0])
     return dict(dataset=dataset, fanouts=list(fanouts), fraction=fraction, batches=batches,
-                layer1_nodes=float(np.mean([s.size for s in sets.layer1])), **stats)  # fmt: skip
+                layer1_nodes=float(np.mean([s.size for s in sets.layer1])), **stats,
+                plan=dict(chosen=plan["chosen"], keeps_up=plan["keeps_up"],
+                          seconds=plan["seconds"], load_average=load,
+                          measured=plan["measured"]))  # fmt: skip
 
 
 def fill_statistics(out: Path) -> None:
@@ -146,12 +164,51 @@ def rows(out: Path) -> list[dict]:
             ns_curve=np.mean([curve(n) for n in ns], axis=0).tolist(),
             gns_curve=np.mean([curve(g) for g in gns], axis=0).tolist(),
             ns_clock=clock(ns).tolist(), gns_clock=clock(gns).tolist(),
+            allowance_s=float(np.mean([allowance(n) for n in ns])),
+            plan=stats.get("plan") if stats else None,
         )  # fmt: skip
         for name in ("no_cached_share", "cached_neighbours", "cache_nodes"):
             entry[name] = stats[name] if stats else None
         entries.append(entry)
-    entries.sort(key=lambda e: (e["depth"] != "3-layer", e["depth"], e["nodes"]))
+    entries.sort(key=lambda e: (e["depth"] != "3-layer", e["depth"], e["nodes"], e["dataset"]))
     return entries
+
+
+def allowance(ns_run: dict) -> float:
+    """The planner's allowance on a graph: the larger of two NS epochs (the median epoch) and
+    15 % of the NS run's summed epoch times, compilation included."""
+    times = [e["time_s"] for e in ns_run["epochs"]]
+    return max(2 * float(np.median(times)), 0.15 * float(np.sum(times)))
+
+
+def keeps_up(entry: dict) -> bool:
+    """1 % keeps up: final within 1 point of NS, the mean over the epochs within 3, at most 0.6
+    of NS's rows."""
+    return (
+        np.mean(entry["final_gap"]) >= -1
+        and np.mean(entry["curve_gap"]) >= -3
+        and entry["rows_vs_ns"] <= 0.6
+    )
+
+
+def plan_table(entries: list[dict]) -> str:
+    lines = [
+        "| graph | nodes | degree | depth | 1 % keeps up | `auto` picks | share at its pick | "
+        "planner s | allowance s | load |",
+        "|" + "---|" * 10,
+    ]
+    for e in entries:
+        plan = e.get("plan")
+        if not plan:
+            continue
+        pick = next(m for m in plan["measured"] if m["fraction"] == plan["chosen"])
+        lines.append(
+            f"| {'products' if e['depth'] == 'products' else 'weak-feature'} | {e['nodes']:,} | "
+            f"{e['depth']} | {'yes' if keeps_up(e) else 'no'} | {plan['chosen']:g}"
+            f"{'' if plan['keeps_up'] else ' (none keeps up)'} | {pick['no_cached_share']:.3f} | "
+            f"{plan['seconds']:.2f} | {e['allowance_s']:.1f} | {plan['load_average']:.1f} |"
+        )
+    return "\n".join(lines)
 
 
 def correlations(entries: list[dict]) -> dict[str, dict[str, float | None]]:
@@ -180,16 +237,17 @@ def _fmt(v, digits=3):
 
 def table(entries: list[dict]) -> str:
     lines = [
-        "| graph | nodes | depth (fan-outs) | epochs | seeds | NS final % | GNS 1 % final % | "
-        "final gap (points) | curve gap (points) | rows vs NS | no cached nbr | cached nbrs | "
-        "cache nodes |",
-        "|" + "---|" * 13,
+        "| graph | nodes | degree | depth (fan-outs) | epochs | seeds | NS final % | "
+        "GNS 1 % final % | final gap (points) | curve gap (points) | rows vs NS | "
+        "no cached nbr | cached nbrs | cache nodes |",
+        "|" + "---|" * 14,
     ]
     for e in entries:
         n = len(e["seeds"])
         name = "products" if e["depth"] == "products" else "weak-feature"
         lines.append(
-            f"| {name} | {e['nodes']:,} | {e['depth']} ({','.join(map(str, e['fanouts']))}) | "
+            f"| {name} | {e['nodes']:,} | {degree_of(e['dataset'])} | "
+            f"{e['depth']} ({','.join(map(str, e['fanouts']))}) | "
             f"{e['epochs']} | {n} | {pm(*mean_std(e['ns_final']), n)} | "
             f"{pm(*mean_std(e['gns_final']), n)} | {pm(*mean_std(e['final_gap']), n)} | "
             f"{pm(*mean_std(e['curve_gap']), n)} | {e['rows_vs_ns']:.2f} | "
@@ -233,8 +291,9 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
                 m, s = mean_std(e[gap])
                 marker = "o" if e["depth"] == "3-layer" else "s"
                 ax.errorbar(e[name], m, yerr=s, fmt=marker, color="C0" if marker == "o" else "C1")
-                ax.annotate(f"{e['nodes'] // 1000}k", (e[name], m), fontsize=7,
-                            xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                text = f"{e['nodes'] // 1000}k d{degree_of(e['dataset'])}"
+                ax.annotate(text, (e[name], m), fontsize=6, xytext=(3, 3),
+                            textcoords="offset points")  # fmt: skip
             if name in LOG_SCALE:
                 ax.set_xscale("log")
             ax.axhline(0, color="grey", lw=0.6)
@@ -295,7 +354,11 @@ def report(out: Path) -> str:
             if best
             else ""
         )
-        + f"{environment_line(results)}\n"
+        + "What `--cache-fraction auto` picks on each graph (the planner run once on the "
+        "loaded graph, seed 0), its cost against its allowance (the larger of two NS epochs "
+        "and 15 % of the NS run's summed epoch times, from the NS runs beside it) and the "
+        "1-minute load average when it ran:\n\n"
+        f"{plan_table(entries)}\n\n" + f"{environment_line(results)}\n"
     )
     (out / "size-study.md").write_text(text)
     (out / "size-study.json").write_text(json.dumps(dict(rows=entries, r=corr), indent=1))
