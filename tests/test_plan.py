@@ -180,8 +180,13 @@ def test_fit_records_the_fraction_it_trained_with(tiny_dataset, gns_config):
     assert set(plan) == KEYS and len(plan["fractions"]) >= 2
     assert metrics["cache_fraction"] == plan["chosen"] == metrics["config"]["cache_fraction"]
     assert metrics["cache_nodes"] <= cache_size(plan["chosen"], tiny_dataset.num_nodes)
-    fixed = fit(tiny_dataset, config.replace(cache_fraction=0.05), quiet=True).metrics
-    assert fixed["cache_fraction"] == 0.05 and "plan" not in fixed
+    # the planner draws from its own stream only: auto trains exactly as the fraction it picks
+    fixed = fit(tiny_dataset, config.replace(cache_fraction=plan["chosen"]), quiet=True).metrics
+    assert fixed["cache_fraction"] == plan["chosen"] and "plan" not in fixed
+    assert [e["train_loss"] for e in fixed["epochs"]] == [
+        e["train_loss"] for e in metrics["epochs"]
+    ]
+    assert fixed["test_accuracy"] == metrics["test_accuracy"]
 
 
 def test_plan_command(tmp_path, capsys):
