@@ -4,6 +4,8 @@
 # make test-notebooks : run the teaching notebooks headlessly (.ci/run runs it after make test)
 # make test-parallel : multi-device training on forced CPU devices (.ci/run runs it after make test)
 # make notebooks : rebuild notebooks/*.ipynb from notebooks/src/*.py, outputs included
+# make docs   : the documentation site (mkdocs.yml, docs/), built strict into site/: a broken link,
+#               figure or API reference fails it; installs the docs extra (.ci/run runs it)
 # make theory : the numerical checks of gns_jax/theory/ in the report setting; rewrites its
 #               README.md and figures/, and its run's JSON (full-run.json.xz)
 # make peers  : optional peer environments for experiments/bench_epoch.py, never part of make test:
@@ -16,8 +18,10 @@ DGL    := .venv-dgl
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: install test test-slow test-parallel test-notebooks notebooks train theory peers lint format clean
+.PHONY: install test test-slow test-parallel test-notebooks notebooks train theory docs peers lint \
+	format clean
 
 install: $(STAMP)
 
@@ -52,6 +56,14 @@ train: $(STAMP)
 theory: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,theory]'
 	$(BIN)/python -m gns_jax.theory --full --json gns_jax/theory/full-run.json.xz
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $@
+
+# NO_MKDOCS_2_WARNING: mkdocs-material's notice about MkDocs 2.0 on every build
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --clean --site-dir site
 
 peers: $(PEERS)/.installed $(DGL)/.installed
 
