@@ -44,7 +44,7 @@ from gns_jax.errors import ConfigError
 __all__ = ["BATCHES", "FRACTIONS", "NO_CACHED_LIMIT", "ROWS_LIMIT", "plan_cache_fraction"]
 
 FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
-NO_CACHED_LIMIT = {1: 0.05, 2: 0.05, 3: 0.25}  # by the model's depth; deeper models use 3's
+NO_CACHED_LIMIT = {1: 0.01, 2: 0.01, 3: 0.25}  # by the model's depth; deeper models use 3's
 ROWS_LIMIT = 0.6
 BATCHES = 4  # sampled batches the statistics are averaged over
 PLAN_STREAM = 7  # the planner's own random stream of the run's seed (no other stream is used)
