@@ -204,7 +204,8 @@ def plan_table(entries: list[dict]) -> str:
         pick = next(m for m in plan["measured"] if m["fraction"] == plan["chosen"])
         lines.append(
             f"| {'products' if e['depth'] == 'products' else 'weak-feature'} | {e['nodes']:,} | "
-            f"{e['depth']} | {'yes' if keeps_up(e) else 'no'} | {plan['chosen']:g}"
+            f"{degree_of(e['dataset'])} | {e['depth']} | {'yes' if keeps_up(e) else 'no'} | "
+            f"{plan['chosen']:g}"
             f"{'' if plan['keeps_up'] else ' (none keeps up)'} | {pick['no_cached_share']:.3f} | "
             f"{plan['seconds']:.2f} | {e['allowance_s']:.1f} | {plan['load_average']:.1f} |"
         )

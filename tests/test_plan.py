@@ -36,6 +36,11 @@ def swept(tiny_dataset, gns_config):
     return plan_cache_fraction(tiny_dataset, gns_config, fractions=FRACTIONS, rows_limit=0.0)
 
 
+def _plan(dataset, config, **kw):
+    """The planner on the 600-node graph, whose caches are all below the default minimum size."""
+    return plan_cache_fraction(dataset, config, fractions=FRACTIONS, min_cache_nodes=0, **kw)
+
+
 def test_plan_records_what_it_computed(swept):
     assert set(swept) == KEYS
     assert swept["requested"] == "auto" and swept["fractions"] == list(FRACTIONS)
@@ -67,11 +72,23 @@ def test_plan_picks_the_smallest_that_keeps_up(tiny_dataset, gns_config, swept):
     """With the limit between the second and third fraction's shares, the third is chosen."""
     shares = [m["no_cached_share"] for m in swept["measured"]]
     limit = (shares[1] + shares[2]) / 2
-    plan = plan_cache_fraction(
-        tiny_dataset, gns_config, fractions=FRACTIONS, limit=limit, rows_limit=1.0
-    )
+    plan = _plan(tiny_dataset, gns_config, limit=limit, rows_limit=1.0)
     assert plan["chosen"] == FRACTIONS[2] and plan["keeps_up"] is True
     assert [m["keeps_up"] for m in plan["measured"]] == [False, False, True, True]
+
+
+def test_a_cache_too_small_does_not_keep_up(tiny_dataset, gns_config, swept):
+    """With the minimum cache size between the third and fourth fraction's, the fourth is
+    chosen although the third meets the share and rows limits."""
+    shares = [m["no_cached_share"] for m in swept["measured"]]
+    nodes = [m["cache_nodes"] for m in swept["measured"]]
+    plan = plan_cache_fraction(
+        tiny_dataset, gns_config, fractions=FRACTIONS, limit=(shares[1] + shares[2]) / 2,
+        rows_limit=1.0, min_cache_nodes=(nodes[2] + nodes[3]) / 2,
+    )  # fmt: skip
+    assert plan["chosen"] == FRACTIONS[3]
+    assert [m["keeps_up"] for m in plan["measured"]] == [False, False, False, True]
+    assert "cache_nodes >=" in plan["criterion"]
 
 
 def test_plan_is_deterministic(tiny_dataset, gns_config, swept):
