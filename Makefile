@@ -25,7 +25,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py native/sampling.cc native/gather.cc
+$(STAMP): pyproject.toml setup.py $(wildcard native/*.cc native/*.h)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

@@ -23,6 +23,15 @@ several times faster than XLA:CPU's dense ``[n, k]`` program over node-sized scr
 The extension is optional: without a C++17 compiler at install time (or with
 ``GNS_JAX_NATIVE=0`` in the environment) :func:`available` is false, the JAX versions run
 on the CPU too and the rows are gathered by NumPy.
+
+It is compiled against the FFI headers of the jaxlib present at build time
+(``jax.ffi.include_dir()``) and exports their version (``gns_ffi_api_major``/``_minor``). At the
+first :func:`available`, the library is loaded, that version checked against the running
+jaxlib's (the version of the headers it ships: same major, minor no newer) and the handlers
+registered. If any step fails (an ``OSError`` from ``ctypes``, a mismatch, XLA rejecting a
+handler) one :class:`NativeKernelWarning` names the cause and the versions, :func:`available`
+is false and the JAX versions run; with ``GNS_JAX_REQUIRE_NATIVE=1`` (``.ci/run``) it raises
+RuntimeError instead, as does a library that was not built.
 """
 
 from __future__ import annotations
@@ -31,12 +40,16 @@ import ctypes
 import functools
 import importlib.util
 import os
+import re
+import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "REQUIRE",
+    "NativeKernelWarning",
     "available",
     "count_resident_kernel",
     "expand_layer",
@@ -55,29 +68,142 @@ _TARGETS = {
 }
 
 
+REQUIRE = "GNS_JAX_REQUIRE_NATIVE"
+"""The environment variable that, set to anything but ``0``, makes a native library that
+cannot be used (not built, not loadable, built against another FFI API version, rejected by
+XLA) an error instead of a warning; .ci/run sets it, and setup.py then fails on a compile
+error instead of installing without the kernels."""
+
+
+class _Mismatch(Exception):
+    """The library's FFI API version is not one the running jaxlib accepts."""
+
+
+class NativeKernelWarning(RuntimeWarning):
+    """The native kernels are built but cannot be used in this process: the samplers run their
+    JAX versions (the same numbers, more slowly on a CPU). Given once per process."""
+
+
+def _required() -> bool:
+    return os.environ.get(REQUIRE, "0") not in ("", "0")
+
+
+def _open(path: str) -> ctypes.CDLL:
+    return ctypes.CDLL(path)
+
+
+def _built_api_version(library: ctypes.CDLL) -> tuple[int, int]:
+    """The XLA FFI API version (major, minor) of the headers ``native/sampling.cc`` was
+    compiled against: ``XLA_FFI_API_MAJOR`` and ``XLA_FFI_API_MINOR``, returned by its
+    ``gns_ffi_api_major`` and ``gns_ffi_api_minor``."""
+    return library.gns_ffi_api_major(), library.gns_ffi_api_minor()
+
+
 @functools.cache
-def _library() -> ctypes.CDLL | None:
-    spec = importlib.util.find_spec("gns_jax._native")
-    if spec is None or spec.origin is None:
-        return None
-    library = ctypes.CDLL(spec.origin)
+def _runtime_api_version() -> tuple[int, int]:
+    """The XLA FFI API version (major, minor) of the running jaxlib: the ``XLA_FFI_API_MAJOR``
+    and ``XLA_FFI_API_MINOR`` of the FFI headers it ships (``jax.ffi.include_dir()``), which
+    are those its own XLA was built from. jaxlib exposes no other way to read it."""
+    header = os.path.join(jax.ffi.include_dir(), "xla", "ffi", "api", "c_api.h")
+    with open(header, encoding="utf-8") as f:
+        text = f.read()
+    version = []
+    for part in ("MAJOR", "MINOR"):
+        found = re.search(rf"^#define XLA_FFI_API_{part} (\d+)", text, re.MULTILINE)
+        if found is None:
+            raise RuntimeError(f"no XLA_FFI_API_{part} in {header}")
+        version.append(int(found[1]))
+    return version[0], version[1]
+
+
+def _compatible(built: tuple[int, int], runtime: tuple[int, int]) -> bool:
+    """XLA's rule for an FFI handler: the same major version, and a minor version no newer than
+    the runtime's (a minor version adds to the API; older handlers stay supported)."""
+    return built[0] == runtime[0] and built[1] <= runtime[1]
+
+
+def _register(library: ctypes.CDLL) -> None:
+    # The CPU backend first: registration is deferred until it exists, and XLA's rejection of
+    # a handler must raise here, not at the first jitted call.
+    try:
+        jax.devices("cpu")
+    except RuntimeError:  # no CPU backend in this process (JAX_PLATFORMS): nothing runs there
+        pass
     for target, symbol in _TARGETS.items():
         jax.ffi.register_ffi_target(
             target, jax.ffi.pycapsule(getattr(library, symbol)), platform="cpu"
         )
+
+
+def _unusable(cause: str, built: tuple[int, int] | None = None) -> None:
+    """Warns once (the caller is cached) that the kernels are not in use, naming the cause and
+    the versions, or raises RuntimeError when :data:`REQUIRE` is set."""
+    import jaxlib
+
+    try:
+        runtime = "XLA FFI API {}.{}".format(*_runtime_api_version())
+    except Exception:  # only for the message
+        runtime = "XLA FFI API unknown"
+    versions = f"jax {jax.__version__}, jaxlib {jaxlib.__version__} ({runtime})"
+    if built is not None:
+        versions += f"; gns_jax._native built against XLA FFI API {built[0]}.{built[1]}"
+    message = (
+        f"gns-jax's native CPU kernels are not in use: {cause} ({versions}). The samplers run "
+        "their JAX versions (the same numbers, more slowly on a CPU); to use the kernels, "
+        "reinstall gns-jax built against this jax (e.g. pip install --no-build-isolation)."
+    )
+    if _required():
+        raise RuntimeError(f"{message} ({REQUIRE} is set)")
+    warnings.warn(message, NativeKernelWarning, stacklevel=4)
+
+
+@functools.cache
+def _library() -> ctypes.CDLL | None:
+    """The native library, loaded, checked against the running jaxlib's FFI API version and
+    its handlers registered; None where it is not built or any of that fails (then once a
+    :class:`NativeKernelWarning`, or RuntimeError under :data:`REQUIRE`)."""
+    spec = importlib.util.find_spec("gns_jax._native")
+    if spec is None or spec.origin is None:
+        if _required():
+            raise RuntimeError(
+                "gns_jax._native is not built (no C++17 compiler at install time?) and "
+                f"{REQUIRE} is set"
+            )
+        return None  # the install warned; the JAX versions run
+    built = None
+    try:
+        library = _open(spec.origin)
+        built = _built_api_version(library)
+        runtime = _runtime_api_version()
+        if not _compatible(built, runtime):
+            raise _Mismatch(
+                "it was built against another XLA FFI API version than the running jaxlib's, "
+                "one that jaxlib does not accept (it needs the same major version and a minor "
+                "one no newer)"
+            )
+        _register(library)
+    except _Mismatch as error:
+        _unusable(str(error), built)
+        return None
+    except Exception as error:  # OSError, a missing symbol, a rejected handler
+        _unusable(f"{type(error).__name__}: {error}", built)
+        return None
     return library
 
 
 def _require() -> None:
     if _library() is None:
         raise RuntimeError(
-            "gns_jax._native is not built (no C++17 compiler at install time?): reinstall "
-            "gns-jax with one, or let the samplers use their JAX versions"
+            "gns-jax's native kernels are not in use (not built, or not usable with this jax: "
+            "see the warning): reinstall gns-jax, or let the samplers use their JAX versions"
         )
 
 
 def available() -> bool:
-    """Whether the native CPU kernels are built and enabled (``GNS_JAX_NATIVE`` is not ``0``)."""
+    """Whether the native CPU kernels are built, usable with the running jaxlib and enabled
+    (``GNS_JAX_NATIVE`` is not ``0``). False after a load that failed (one
+    :class:`NativeKernelWarning` names the cause); with ``GNS_JAX_REQUIRE_NATIVE=1`` such a
+    failure raises RuntimeError instead."""
     return os.environ.get("GNS_JAX_NATIVE", "1") != "0" and _library() is not None
 
 

@@ -314,3 +314,10 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(GnsMakeBlock, MakeBlock,
                                   .Attr<int64_t>("num_nodes")
                                   .Attr<int64_t>("max_new")
                                   .Attr<int64_t>("max_edges"));
+
+// The XLA FFI API version of the headers this file was compiled against (those of the jaxlib
+// present at build time, jax.ffi.include_dir()): gns_jax/native.py compares it with the running
+// jaxlib's before it registers the handlers above, and falls back to the JAX versions on a
+// mismatch instead of leaving XLA to reject them.
+extern "C" int gns_ffi_api_major() { return XLA_FFI_API_MAJOR; }
+extern "C" int gns_ffi_api_minor() { return XLA_FFI_API_MINOR; }

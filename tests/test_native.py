@@ -1,12 +1,17 @@
 """The native CPU kernels (gns_jax.native, native/sampling.cc) against the JAX versions they
 replace on a CPU: the same arrays, element for element, so that every distribution test of the
 samplers (tests/test_sampling.py, test_gns.py), which run the native kernels here, also holds
-for the JAX versions an accelerator runs."""
+for the JAX versions an accelerator runs; and the load's fallback: a library that cannot be
+loaded, was built against another FFI API version or is rejected gives one warning and the JAX
+versions, or an error under GNS_JAX_REQUIRE_NATIVE=1 (.ci/run), where these tests fail instead of
+skipping when the kernels are not built."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import threading
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +25,8 @@ from gns_jax.sampling import GNSSampler, NodeWiseSampler
 from gns_jax.sampling import nodewise as nw
 
 pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("gns_jax._native") is None,
+    importlib.util.find_spec("gns_jax._native") is None
+    and os.environ.get(native.REQUIRE, "0") in ("", "0"),
     reason="gns_jax._native was not built (no C++17 compiler when gns-jax was installed)",
 )
 
@@ -164,3 +170,165 @@ def test_make_block_equals_the_jax_version(setup, max_edges, max_new):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
     if max_edges is not None and max_edges < 1000 or max_new < 100:
         assert int(got[1]) > 0  # the overflow, counted the same
+
+
+# The load's fallback. Each test reloads the library through patched steps and leaves the cache
+# cleared, so the next call loads it again (registering the same handlers twice is allowed).
+
+
+@pytest.fixture
+def reload(monkeypatch):
+    """Clears the cached library (and its host functions) before and after the test, with
+    GNS_JAX_NATIVE and GNS_JAX_REQUIRE_NATIVE unset: the warning path unless a test sets it."""
+    monkeypatch.delenv("GNS_JAX_NATIVE", raising=False)
+    monkeypatch.delenv(native.REQUIRE, raising=False)
+    native._library.cache_clear()
+    native._host_functions.cache_clear()
+    yield
+    native._library.cache_clear()
+    native._host_functions.cache_clear()
+
+
+def nodewise_batch(graph, seeds):
+    sampler = NodeWiseSampler(graph, (8, 4), batch_size=seeds.size)  # a fresh trace
+    return jax.tree.leaves(sampler.sample(jax.random.key(2), sampler.pad_seeds(seeds)))
+
+
+def spy(monkeypatch, module, name):
+    """Counts the calls (traces) of ``module.name``."""
+    calls, original = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def kernel_warnings(record):
+    return [w for w in record if issubclass(w.category, native.NativeKernelWarning)]
+
+
+def fail_to_open(path):
+    raise OSError(f"{path}: cannot open shared object file (a test)")
+
+
+def reject_handler(name, *args, **kwargs):
+    raise RuntimeError(f"No FFI handler registered for {name} (a test)")
+
+
+def test_the_built_and_runtime_api_versions_are_read_and_agree():
+    assert native.available()
+    built = native._built_api_version(native._library())
+    assert built == native._runtime_api_version()  # built against this venv's jax
+    assert built[0] == 0 and built[1] >= 1
+
+
+def test_the_version_rule_is_xlas():
+    assert native._compatible((0, 3), (0, 3))
+    assert native._compatible((0, 2), (0, 3))  # an older minor version stays supported
+    assert not native._compatible((0, 4), (0, 3))  # headers newer than the runtime
+    assert not native._compatible((1, 0), (0, 3))
+    assert not native._compatible((0, 3), (1, 3))
+
+
+@pytest.mark.parametrize("defect", ["load", "register"])
+def test_a_library_that_fails_warns_once_and_the_jax_versions_give_the_same_batch(
+    setup, reload, monkeypatch, defect
+):
+    graph, _, _ = setup
+    seeds = np.arange(0, 380, 3)
+    assert native.available()
+    with_kernels = nodewise_batch(graph, seeds)
+
+    native._library.cache_clear()
+    if defect == "load":
+        monkeypatch.setattr(native, "_open", fail_to_open)
+    else:
+        monkeypatch.setattr(jax.ffi, "register_ffi_target", reject_handler)
+    kernel, jax_version = (
+        spy(monkeypatch, native, "expand_layer"),
+        spy(monkeypatch, nw, "_expand_layer_jax"),
+    )
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert not native.available()
+        fallback = nodewise_batch(graph, seeds)
+        assert not native.available()
+        assert native.take_rows_kernel(np.int64) is None  # the host gather falls back too
+    assert jax_version and not kernel  # traced anew, and in JAX
+    (warning,) = kernel_warnings(record)
+    message = str(warning.message)
+    cause = "cannot open shared object" if defect == "load" else "No FFI handler registered"
+    assert cause in message
+    assert f"jax {jax.__version__}" in message and "JAX versions" in message
+    with pytest.raises(RuntimeError, match="not in use"):
+        native.relabel(
+            10, jnp.zeros(2, jnp.int32), jnp.zeros((2, 2), jnp.int32), jnp.ones((2, 2), bool), 4
+        )
+    assert len(with_kernels) == len(fallback)
+    for a, b in zip(with_kernels, fallback, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_version_mismatch_warns_and_falls_back_before_registering(setup, reload, monkeypatch):
+    # A running jaxlib whose FFI API is older than the headers the library was built against:
+    # the handlers are not registered at all (XLA would reject them, or not say so: "No FFI
+    # handler registered" at the first call), and the samplers give the same batch in JAX.
+    graph, _, _ = setup
+    seeds = np.arange(0, 380, 3)
+    assert native.available()
+    with_kernels = nodewise_batch(graph, seeds)
+    built = native._built_api_version(native._library())
+    older = (built[0], built[1] - 1) if built[1] > 0 else (built[0] - 1, 0)
+
+    native._library.cache_clear()
+    monkeypatch.setattr(native, "_runtime_api_version", lambda: older)
+    registered = []
+    monkeypatch.setattr(jax.ffi, "register_ffi_target", lambda *a, **k: registered.append(a))
+    kernel, jax_version = (
+        spy(monkeypatch, native, "expand_layer"),
+        spy(monkeypatch, nw, "_expand_layer_jax"),
+    )
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert not native.available()
+        fallback = nodewise_batch(graph, seeds)
+    assert jax_version and not kernel  # traced anew, and in JAX
+    (warning,) = kernel_warnings(record)
+    message = str(warning.message)
+    assert "another XLA FFI API version" in message
+    assert f"(XLA FFI API {older[0]}.{older[1]})" in message
+    assert f"gns_jax._native built against XLA FFI API {built[0]}.{built[1]}" in message
+    assert not registered
+    for a, b in zip(with_kernels, fallback, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("defect", ["load", "register", "version", "not built"])
+def test_require_native_turns_the_fallback_into_an_error(reload, monkeypatch, defect):
+    monkeypatch.setenv(native.REQUIRE, "1")
+    if defect == "load":
+        monkeypatch.setattr(native, "_open", fail_to_open)
+    elif defect == "register":
+        monkeypatch.setattr(jax.ffi, "register_ffi_target", reject_handler)
+    elif defect == "version":
+        monkeypatch.setattr(native, "_runtime_api_version", lambda: (99, 0))
+    else:
+        monkeypatch.setattr(native.importlib.util, "find_spec", lambda name: None)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with pytest.raises(RuntimeError, match=native.REQUIRE):
+            native.available()
+        with pytest.raises(RuntimeError, match=native.REQUIRE):  # every time, not only once
+            native.available()
+    assert not kernel_warnings(record)
+
+
+def test_without_require_a_library_not_built_is_silently_off(reload, monkeypatch):
+    monkeypatch.setattr(native.importlib.util, "find_spec", lambda name: None)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert not native.available()
+    assert not kernel_warnings(record)
