@@ -47,6 +47,7 @@ __all__ = [
     "Checkpointer",
     "CheckpointWarning",
     "RunCheckpoints",
+    "class_name",
     "dataset_identity",
 ]
 
@@ -70,6 +71,13 @@ def dataset_identity(dataset) -> dict:
         "split": dataset.split,
         "num_train": int(dataset.train_idx.size),
     }
+
+
+def class_name(model) -> str:
+    """``module.QualifiedName`` of a model's class (or of the class itself), as checkpoints
+    record it."""
+    cls = model if isinstance(model, type) else type(model)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _is_key(leaf) -> bool:

@@ -252,6 +252,9 @@ class Evaluator:
       fanouts: sampled inference's fan-outs, output layer first.
       batch_size, seed, budget, prefetch: of sampled inference's loader.
       nodes: the nodes sampled inference predicts (default: validation and test).
+      loader: sampled inference's loader, built (``shuffle=False``; it predicts
+        ``loader.nodes``); None: built from ``fanouts``, ``batch_size``, ``seed``, ``budget``,
+        ``prefetch``, ``nodes`` and ``log``.
       meter: counts what crosses host -> device (tag ``"eval"``).
       task: how logits become probabilities and decisions (default: the dataset's task,
         :mod:`gns_jax.tasks`).
@@ -272,6 +275,7 @@ class Evaluator:
         meter: TransferMeter | None = None,
         log: Callable[[str], None] | None = None,
         task: Task | None = None,
+        loader: Loader | None = None,
     ):
         if mode not in ("exact", "sampled"):
             raise ValueError(f"mode: exact or sampled, got {mode!r}")
@@ -290,6 +294,9 @@ class Evaluator:
                     SparseFeatures.from_dense(features) if density < 0.05 else features, tag="eval"
                 )
             self.nodes = None
+            return
+        if loader is not None:
+            self.loader, self.nodes = loader, loader.nodes
             return
         if fanouts is None:
             raise ValueError("sampled evaluation needs fanouts")

@@ -1,9 +1,11 @@
 """The factories that turn a :class:`~gns_jax.config.TrainConfig` into the objects of a run.
 Host-side.
 
-:func:`gns_jax.train.fit` builds its sampler, model, optimiser and loader with these functions,
-so a script that wants one of them with the command's defaults calls the same function and gets
-the same object. They are in ``gns_jax.__all__`` too.
+:func:`gns_jax.train.fit` builds its sampler, model, optimiser, loader and evaluator with these
+functions (through :func:`gns_jax.run.build_run`), so a script that wants one of them with the
+command's defaults calls the same function and gets the same object. They are in
+``gns_jax.__all__`` too. The loaders' parts are built from the config by
+:meth:`gns_jax.loader.LoaderParts.from_config`, each option going to the part that uses it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from gns_jax.config import EVAL_FANOUT, TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import normalize_rows
-from gns_jax.loader import Loader
+from gns_jax.loader import Loader, LoaderParts
 from gns_jax.meters import TransferMeter
 from gns_jax.models import GraphSAGE
 from gns_jax.parallel import DataParallel, resolve_devices
@@ -125,20 +127,10 @@ def make_loader(
     parallel: DataParallel | None = None,
 ) -> Loader:
     """The training loader of ``config`` (shuffled training nodes; ``parallel`` for
-    data-parallel batches over its mesh)."""
-    return Loader(
-        dataset,
-        sampler,
-        seed=config.seed,
-        features=features,
-        cache_dist=config.cache_dist,
-        cache_refresh=config.cache_refresh,
-        budget=config.budget,
-        prefetch=config.prefetch,
-        meter=meter,
-        log=log,
-        parallel=parallel,
-    )
+    data-parallel batches over its mesh): its parts built from the config
+    (:meth:`~gns_jax.loader.LoaderParts.from_config`)."""
+    parts = LoaderParts.from_config(dataset, config, sampler, features, meter, log, parallel)
+    return Loader(dataset, sampler, parts)
 
 
 def eval_fanouts(config: TrainConfig) -> tuple[int, ...]:
@@ -176,22 +168,22 @@ def make_evaluator(
     log: Callable[[str], None] | None = None,
 ):
     """The evaluator of a run: ``mode`` (``exact`` or ``sampled``) inference of ``task`` on
-    the dataset's splits, with the run's evaluation fan-outs, batch size, seed and budget."""
+    the dataset's splits; sampled inference through a loader of the validation and test nodes
+    in order, with the run's evaluation fan-outs, batch size, seed and budget, its parts built
+    from the config (:meth:`~gns_jax.loader.LoaderParts.from_config`, stream 1)."""
     from gns_jax.evaluate import Evaluator
 
-    return Evaluator(
-        dataset,
-        features,
-        mode=mode,
-        fanouts=eval_fanouts(config),
-        batch_size=config.batch_size,
-        seed=config.seed,
-        budget=config.budget,
-        prefetch=config.prefetch,
-        meter=meter,
-        log=log,
-        task=task,
-    )
+    meter = meter or TransferMeter()
+    loader = None
+    if mode == "sampled":
+        nodes = np.concatenate([dataset.val_idx, dataset.test_idx])
+        size = min(config.batch_size, nodes.shape[0])
+        sampler = NodeWiseSampler(dataset.graph, eval_fanouts(config), size)
+        parts = LoaderParts.from_config(dataset, config, sampler, features, meter, log, stream=1)
+        loader = Loader(
+            dataset, sampler, parts, nodes=nodes, shuffle=False, name="evaluation sampler"
+        )
+    return Evaluator(dataset, features, mode=mode, loader=loader, meter=meter, task=task)
 
 
 def available_memory(device: jax.Device | None = None) -> tuple[int, str]:
@@ -265,8 +257,8 @@ def make_pipeline(model, tx, config: TrainConfig, base_key, dropout_key, loss, t
     """The pipeline of ``config`` (:class:`~gns_jax.pipeline.PipelineStepper`): one stage a
     device over the first ``config.devices`` devices, the local heads drawn from the run's
     ``HEADS`` stream."""
-    from gns_jax.loader import HEADS
     from gns_jax.pipeline import PipelineStepper
+    from gns_jax.streams import HEADS
 
     devices = jax.devices()[: resolve_devices(config.devices)]
     with jax.transfer_guard_host_to_device("allow"):

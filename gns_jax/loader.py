@@ -6,10 +6,13 @@
     for batch in loader.batches(0, epochs):
         state, metrics = step(state, batch.inputs, dropout_key)
 
-It keeps, in order of use:
+It works with collaborators built apart (:class:`LoaderParts`: from a
+:class:`~gns_jax.config.TrainConfig` by :meth:`LoaderParts.from_config`, which
+:func:`gns_jax.factories.make_loader` uses, or from the keyword arguments above), in order of use:
 
-* **the random streams**, one per purpose, derived from ``(seed, stream, counter)``: the shuffle
-  of epoch ``e`` is ``np.random.default_rng([seed, SHUFFLE, e])``, the cache drawn at epoch ``e``
+* **the random streams** (:class:`gns_jax.streams.Streams`), one per purpose, derived from
+  ``(seed, stream, counter)``: the shuffle of epoch ``e`` is
+  ``np.random.default_rng([seed, SHUFFLE, e])``, the cache drawn at epoch ``e``
   ``np.random.default_rng([seed, CACHE, e])``, the sampler key of batch ``t`` (counted over the
   whole run) ``fold_in(fold_in(key(seed), SAMPLE), t)``. Nothing depends on how far a previous
   iterator got, so a run resumed at any batch draws exactly what an uninterrupted one draws;
@@ -31,13 +34,19 @@ the budget (an overflow grows it and samples again), the gather and transfer of 
 input rows, and the shards stacked into the global batch. One device is one shard; with
 ``parallel`` a batch has one shard per device of the mesh, and this process takes its own.
 
-Each :class:`Batch` carries its device arrays (:class:`DeviceBatch`, what the train step reads),
-its position, what it moved, and the loader's :class:`LoaderState` right after it, from which
-:meth:`Loader.restore` resumes (the checkpoints of :mod:`gns_jax.checkpoint` store it).
+Each :class:`Batch` carries its device arrays (:class:`~gns_jax.batch.DeviceBatch`, what the
+train step reads), its position, what it moved, and the loader's :class:`LoaderState` right after
+it, from which :meth:`Loader.restore` resumes (the checkpoints of :mod:`gns_jax.checkpoint` store
+it).
+
+(The stream ids ``SHUFFLE``, ``SAMPLE``, ``DROPOUT``, ``INIT``, ``CACHE``, ``CALIBRATE`` and
+``HEADS`` live in :mod:`gns_jax.streams`, :class:`DeviceBatch` in :mod:`gns_jax.batch`; both are
+re-exported here.)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -47,8 +56,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from gns_jax.batch import DeviceBatch
 from gns_jax.cache import CacheSchedule, DeviceCache
-from gns_jax.config import BUDGETS
+from gns_jax.config import BUDGETS, TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, neighbour_means
@@ -56,30 +66,21 @@ from gns_jax.meters import TransferMeter
 from gns_jax.parallel import DataParallel
 from gns_jax.prefetch import Prefetcher
 from gns_jax.sampling.base import Sampler
-from gns_jax.sampling.blocks import Block, MiniBatch
+from gns_jax.sampling.blocks import MiniBatch
 from gns_jax.sampling.budget import Budget, BudgetPolicy
+from gns_jax.streams import (  # noqa: F401 - the stream ids, re-exported from their old home
+    CACHE,
+    CALIBRATE,
+    DROPOUT,
+    HEADS,
+    INIT,
+    SAMPLE,
+    SHUFFLE,
+    Streams,
+)
 from gns_jax.timing import Stopwatch
 
-__all__ = ["BUDGETS", "Batch", "DeviceBatch", "Loader", "LoaderState"]
-
-SHUFFLE, SAMPLE, DROPOUT, INIT, CACHE, CALIBRATE, HEADS = range(7)  # one stream a purpose
-
-
-class DeviceBatch(NamedTuple):
-    """What the train step reads: a pytree of device arrays with shapes fixed by the budget.
-
-    Attributes:
-      x: float32 ``[max_src0, F]`` input features of ``blocks[0]``'s source slots (zero rows on
-        padding).
-      blocks: one :class:`~gns_jax.sampling.blocks.Block` per layer, input layer first.
-      labels: int32 ``[max_seeds]`` labels of the seed slots (padding slots read node 0's).
-      seed_mask: bool ``[max_seeds]``, True for real seeds.
-    """
-
-    x: jax.Array
-    blocks: tuple[Block, ...]
-    labels: jax.Array
-    seed_mask: jax.Array
+__all__ = ["BUDGETS", "Batch", "DeviceBatch", "Loader", "LoaderParts", "LoaderState"]
 
 
 class LoaderState(NamedTuple):
@@ -179,33 +180,164 @@ def _seed_labels(labels: jax.Array, seeds: jax.Array) -> tuple[jax.Array, jax.Ar
     return labels[jnp.maximum(seeds, 0)], seeds >= 0
 
 
+@dataclasses.dataclass(frozen=True)
+class LoaderParts:
+    """The collaborators a :class:`Loader` works with, built apart.
+
+    :meth:`from_config` builds them from a :class:`~gns_jax.config.TrainConfig` (what
+    :func:`gns_jax.factories.make_loader` does); :meth:`build` from the keyword arguments of
+    ``Loader(dataset, sampler, seed=..., ...)``.
+
+    Attributes:
+      streams: the random streams (:class:`~gns_jax.streams.Streams`).
+      budgets: the :class:`~gns_jax.sampling.budget.BudgetPolicy` that sizes and grows the budget.
+      feature_loader: the :class:`~gns_jax.features.FeatureLoader` that gathers and moves the
+        input rows (with the neighbour means when the sampler ``needs_means``).
+      cache_schedule: the :class:`~gns_jax.cache.CacheSchedule` of the GNS cache (None for
+        samplers without ``uses_cache``).
+      meter: the :class:`~gns_jax.meters.TransferMeter` of every byte moved (the feature
+        loader's and the cache's).
+      parallel: data parallelism (:class:`~gns_jax.parallel.DataParallel`), or None.
+      prefetch: batches prepared ahead in a background thread (0: in the caller's thread).
+      log: where to report compilations and budget growth (a callable taking one line).
+    """
+
+    streams: Streams
+    budgets: BudgetPolicy
+    feature_loader: FeatureLoader
+    cache_schedule: CacheSchedule | None
+    meter: TransferMeter
+    parallel: DataParallel | None = None
+    prefetch: int = 2
+    log: Callable[[str], None] = lambda line: None
+
+    @classmethod
+    def from_config(
+        cls,
+        dataset: Dataset,
+        config: TrainConfig,
+        sampler: Sampler,
+        features: np.ndarray | None = None,
+        meter: TransferMeter | None = None,
+        log: Callable[[str], None] | None = None,
+        parallel: DataParallel | None = None,
+        stream: int = 0,
+    ) -> LoaderParts:
+        """The parts of a loader of ``sampler`` with ``config``'s options (``seed``, ``budget``,
+        ``cache_dist``, ``cache_refresh``, ``prefetch``; the config is taken as valid:
+        :meth:`~gns_jax.config.TrainConfig.validate` checks them). ``features``: the feature
+        store (default ``dataset.features``); ``meter``: a new one by default; ``stream``: 0 for
+        training, another value for independent sampler keys (evaluation)."""
+        features = dataset.features if features is None else features
+        meter = meter or TransferMeter()
+        log = log or (lambda line: None)
+        means = None
+        if getattr(sampler, "needs_means", False):  # the exact input layer's neighbour means
+            start = time.perf_counter()
+            means = neighbour_means(dataset.graph, features)
+            log(
+                f"computed the neighbour means of {dataset.num_nodes:,} nodes in "
+                f"{time.perf_counter() - start:.1f}s"
+            )
+        streams = Streams(config.seed, stream)
+        cache = None
+        if sampler.uses_cache:
+            cache = CacheSchedule(
+                dataset.graph,
+                features,
+                sampler,
+                dist=config.cache_dist,
+                refresh=config.cache_refresh,
+                rng=streams.cache,
+                meter=meter,
+                devices=[device for _, device in _lanes(parallel)],
+                train_idx=dataset.train_idx,
+                means=means,
+            )
+        return cls(
+            streams=streams,
+            budgets=BudgetPolicy(sampler, config.budget),
+            feature_loader=FeatureLoader(features, meter, means=means),
+            cache_schedule=cache,
+            meter=meter,
+            parallel=parallel,
+            prefetch=config.prefetch,
+            log=log,
+        )
+
+    @classmethod
+    def build(
+        cls,
+        dataset: Dataset,
+        sampler: Sampler,
+        *,
+        seed: int = 0,
+        features: np.ndarray | None = None,
+        cache_dist: str = "degree",
+        cache_refresh: int = 1,
+        budget: str = "auto",
+        prefetch: int = 2,
+        meter: TransferMeter | None = None,
+        stream: int = 0,
+        log: Callable[[str], None] | None = None,
+        parallel: DataParallel | None = None,
+    ) -> LoaderParts:
+        """The parts from the keyword arguments of :class:`Loader` (documented there). The
+        options of the same names as :class:`~gns_jax.config.TrainConfig`'s are checked by its
+        rules (ConfigError naming the option), then built as :meth:`from_config` builds them."""
+        config = TrainConfig(
+            seed=int(seed),
+            cache_dist=cache_dist,
+            cache_refresh=int(cache_refresh),
+            budget=budget,
+            prefetch=int(prefetch),
+        ).validate()
+        return cls.from_config(dataset, config, sampler, features, meter, log, parallel, stream)
+
+
+def _lanes(parallel: DataParallel | None) -> tuple[tuple[int, jax.Device | None], ...]:
+    """``(shard, device)`` of this process's shards: one on the default device without
+    ``parallel``."""
+    return ((0, None),) if parallel is None else parallel.lanes
+
+
 class Loader:
     """Iterates device-ready batches of a dataset with a sampler.
+
+    ``Loader(dataset, sampler, parts)`` takes its collaborators built (:class:`LoaderParts`);
+    ``Loader(dataset, sampler, seed=0, ...)`` builds them from the keyword arguments below
+    (:meth:`LoaderParts.build`).
 
     Args:
       dataset: the graph, features, labels and splits.
       sampler: any :class:`~gns_jax.sampling.base.Sampler`, at its worst-case budget.
-      seed: the seed of every random stream (module docs).
+      parts: the loader's collaborators (:class:`LoaderParts`); None: built from ``options``.
       nodes: the seed nodes to iterate (default: the training nodes).
       shuffle: reshuffle ``nodes`` every epoch (training); False keeps their order (inference).
-      features: the feature store to gather from (default ``dataset.features``; pass the
-        normalised matrix when the features are normalised).
-      cache_dist: the cache distribution (``degree``, ``uniform``, ``random-walk``), for samplers
-        with ``uses_cache``.
-      cache_refresh: redraw the cache every this many epochs.
-      budget: ``worst``, ``calibrated`` or ``auto`` (calibrated when that cuts some layer's node
-        or edge slots below 75 % of the worst case; the worst case otherwise).
-      prefetch: batches prepared ahead in a background thread (0: in the caller's thread).
-      meter: counts the bytes moved (a new one by default).
-      stream: 0 for training; another value derives independent sampler keys (evaluation).
-      log: where to report compilations and budget growth (a callable taking one line), or None.
       name: what the log lines call the sampler.
-      parallel: data parallelism (:class:`~gns_jax.parallel.DataParallel`): a batch is then one
-        shard of ``sampler.batch_size`` seeds per device of its mesh, each sampled on its device
-        with key ``fold_in(key_t, shard)`` from that device's replica of the cache, and
-        ``Batch.inputs`` is the global batch (every leaf stacked over the shards and sharded over
-        the mesh). This process samples only its own devices' shards. Without it a batch is one
-        shard on the default device, sampled with ``key_t``.
+      options: without ``parts``, what they are built from (:meth:`LoaderParts.build`):
+
+        * ``seed``: the seed of every random stream (module docs).
+        * ``features``: the feature store to gather from (default ``dataset.features``; pass
+          the normalised matrix when the features are normalised).
+        * ``cache_dist``: the cache distribution (``degree``, ``uniform``, ``random-walk``,
+          ``min-variance``), for samplers with ``uses_cache``.
+        * ``cache_refresh``: redraw the cache every this many epochs.
+        * ``budget``: ``worst``, ``calibrated`` or ``auto`` (calibrated when that cuts some
+          layer's node or edge slots below 75 % of the worst case; the worst case otherwise).
+        * ``prefetch``: batches prepared ahead in a background thread (0: in the caller's
+          thread).
+        * ``meter``: counts the bytes moved (a new one by default).
+        * ``stream``: 0 for training; another value derives independent sampler keys
+          (evaluation).
+        * ``log``: where to report compilations and budget growth (a callable taking one
+          line), or None.
+        * ``parallel``: data parallelism (:class:`~gns_jax.parallel.DataParallel`): a batch is
+          then one shard of ``sampler.batch_size`` seeds per device of its mesh, each sampled
+          on its device with key ``fold_in(key_t, shard)`` from that device's replica of the
+          cache, and ``Batch.inputs`` is the global batch (every leaf stacked over the shards
+          and sharded over the mesh). This process samples only its own devices' shards.
+          Without it a batch is one shard on the default device, sampled with ``key_t``.
 
     Attributes:
       sampler: the sampler given (its worst-case budget); the calibrated one is derived from it.
@@ -215,86 +347,62 @@ class Loader:
       feature_loader: the :class:`~gns_jax.features.FeatureLoader` that gathers and moves the
         input rows (``compilations`` counts its assembler's).
       meter: the :class:`~gns_jax.meters.TransferMeter` of every byte moved.
+      streams: the random streams (:class:`~gns_jax.streams.Streams`).
     """
 
     def __init__(
         self,
         dataset: Dataset,
         sampler: Sampler,
+        parts: LoaderParts | None = None,
         *,
-        seed: int = 0,
         nodes: np.ndarray | None = None,
         shuffle: bool = True,
-        features: np.ndarray | None = None,
-        cache_dist: str = "degree",
-        cache_refresh: int = 1,
-        budget: str = "auto",
-        prefetch: int = 2,
-        meter: TransferMeter | None = None,
-        stream: int = 0,
-        log: Callable[[str], None] | None = None,
         name: str = "sampler",
-        parallel: DataParallel | None = None,
+        **options,
     ):
-        self.budgets = BudgetPolicy(sampler, budget)  # checks ``budget``
-        if int(prefetch) < 0:
-            raise ConfigError("prefetch", f"must be >= 0 batches, got {prefetch}")
-        if int(cache_refresh) < 1:
-            raise ConfigError("cache_refresh", f"must be a positive integer, got {cache_refresh}")
-        if int(seed) < 0:
-            raise ConfigError("seed", f"must be >= 0, got {seed}")
-        self.dataset, self.sampler = dataset, sampler
+        if parts is not None and options:
+            raise TypeError(f"Loader: {', '.join(options)} given beside parts (they build them)")
+        self.dataset, self.sampler, self.name = dataset, sampler, name
         self.nodes = np.asarray(dataset.train_idx if nodes is None else nodes, dtype=np.int32)
         if self.nodes.size == 0:
             raise ConfigError("nodes", "no seed nodes to iterate")
-        self.seed, self.shuffle = int(seed), bool(shuffle)
-        self.parallel = parallel
-        self.shards = 1 if parallel is None else parallel.shards
-        self.lanes = ((0, None),) if parallel is None else parallel.lanes  # (shard, device) here
+        self.shuffle = bool(shuffle)
+        if parts is None:
+            parts = LoaderParts.build(dataset, sampler, **options)
+        self.streams, self.budgets = parts.streams, parts.budgets
+        self.feature_loader, self.cache_schedule = parts.feature_loader, parts.cache_schedule
+        self.meter, self.parallel = parts.meter, parts.parallel
+        self.prefetch, self.log = int(parts.prefetch), parts.log
+        self.shards = 1 if self.parallel is None else self.parallel.shards
+        self.lanes = _lanes(self.parallel)  # (shard, device) of this process's shards
         self.batch_size = sampler.batch_size * self.shards  # seeds of a (global) batch
         self.num_batches = -(-self.nodes.shape[0] // self.batch_size)
-        self.cache_refresh, self.budget_mode = int(cache_refresh), budget
-        self.prefetch = int(prefetch)
-        self.meter = meter or TransferMeter()
-        self.log = log or (lambda line: None)
-        self.name = name
-        features = dataset.features if features is None else features
-        self.means = None
-        if getattr(sampler, "needs_means", False):  # the exact input layer's neighbour means
-            start = time.perf_counter()
-            self.means = neighbour_means(dataset.graph, features)
-            self.log(
-                f"computed the neighbour means of {dataset.num_nodes:,} nodes in "
-                f"{time.perf_counter() - start:.1f}s"
-            )
-        self.feature_loader = FeatureLoader(features, self.meter, means=self.means)
-        # One-time setup may move Python scalars implicitly; the per-batch path moves data only
-        # through ``meter.put`` (the tests run it under a transfer guard).
-        with jax.transfer_guard_host_to_device("allow"):
-            base = jax.random.key(self.seed)
-            if stream:
-                base = jax.random.fold_in(base, 1000 + int(stream))
-            self._sample_key = jax.random.fold_in(base, SAMPLE)
-            self._calib_key = jax.random.fold_in(base, CALIBRATE)
         devices = [device for _, device in self.lanes]
         self._labels = {d: self.meter.put(dataset.labels, tag="labels", device=d) for d in devices}
         self.labels = self._labels[devices[0]]
-        self.cache_schedule = None
-        if sampler.uses_cache:
-            self.cache_schedule = CacheSchedule(
-                dataset.graph,
-                features,
-                sampler,
-                dist=cache_dist,
-                refresh=self.cache_refresh,
-                rng=lambda epoch: np.random.default_rng([self.seed, CACHE, epoch]),
-                meter=self.meter,
-                devices=devices,
-                train_idx=dataset.train_idx,
-                means=self.means,
-            )
         self.watch = Stopwatch()  # the input side's phases, first epoch excluded
         self.timed_batches = 0
+
+    # -- the options the parts were built from -------------------------------------------------
+
+    @property
+    def seed(self) -> int:
+        return self.streams.seed
+
+    @property
+    def budget_mode(self) -> str:
+        return self.budgets.mode
+
+    @property
+    def cache_refresh(self) -> int | None:
+        """The cache's refresh period (None without a cache)."""
+        return None if self.cache_schedule is None else self.cache_schedule.refresh
+
+    @property
+    def means(self) -> np.ndarray | None:
+        """The neighbour means of the exact input layer (None unless the sampler needs them)."""
+        return self.feature_loader.means
 
     # -- former names (deprecated) -------------------------------------------------------------
 
@@ -349,7 +457,7 @@ class Loader:
         """The seed nodes in epoch ``epoch``'s order."""
         if not self.shuffle:
             return self.nodes
-        return np.random.default_rng([self.seed, SHUFFLE, epoch]).permutation(self.nodes)
+        return self.streams.shuffle(epoch).permutation(self.nodes)
 
     def epoch(self, epoch: int) -> Prefetcher:
         """The batches of one epoch (prefetched)."""
@@ -424,7 +532,8 @@ class Loader:
             tag="calibration" if calibration else "structure",
             device=device,
         )
-        key = jax.random.fold_in(self._calib_key if calibration else self._sample_key, count)
+        base = self.streams.calibration_key if calibration else self.streams.sample_key
+        key = jax.random.fold_in(base, count)
         if self.parallel is not None and not calibration:
             with jax.transfer_guard_host_to_device("allow"):
                 key = jax.random.fold_in(key, shard)

@@ -20,11 +20,12 @@ that comes out is the ordinary model, evaluated end to end (exact inference incl
 in front of every stage but the first, which the caller feeds. A queue entry carries the stage's
 output rows and the blocks, labels and seed mask the later stages need, moved to the next
 stage's device with ``jax.device_put``. Every stage has its own jitted step (one compilation a
-stage), its own optimiser state and its own copy of the dropout key; the dropout key of step
-``t`` is ``fold_in(key, t)`` in every stage, split over the layers exactly as the whole model
-splits it, so a one-stage pipeline trains exactly as :func:`gns_jax.fit` without one
-(``tests/test_ppll.py``). Each stage processes batches in order, so same seed, same numbers,
-however the threads interleave.
+stage), its own optimiser state and its own copy of the dropout key; its loss and update are the
+train step's (:func:`gns_jax.step.batch_loss`, :func:`gns_jax.step.descend`) over the stage's
+forward pass. The dropout key of step ``t`` is ``fold_in(key, t)`` in every stage, split over
+the layers exactly as the whole model splits it, so a one-stage pipeline trains exactly as
+:func:`gns_jax.fit` without one (``tests/test_ppll.py``). Each stage processes batches in
+order, so same seed, same numbers, however the threads interleave.
 
 The stepper runs *windows*: it feeds ``count`` batches and returns when the last stage has
 finished all of them (the pipeline drained), which is where :func:`gns_jax.fit` evaluates and
@@ -61,8 +62,8 @@ from flax import nnx
 from gns_jax.errors import ConfigError
 from gns_jax.meters import CompileCounter
 from gns_jax.prefetch import offer, stop_threads
-from gns_jax.step import TrainState, init_state
-from gns_jax.tasks import LossFn, Task, masked_mean
+from gns_jax.step import TrainState, batch_loss, descend, init_state
+from gns_jax.tasks import LossFn, Task
 
 __all__ = [
     "LocalHead",
@@ -181,22 +182,16 @@ def stage_step(
     """
     step_key = jax.random.fold_in(key, state.step)
 
-    def loss_fn(params):
-        stage = nnx.merge(graphdef, params, state.rest, copy=True)
+    def forward(stage):
         h = h_in
         for j, (layer, block) in enumerate(zip(stage.layers, blocks, strict=True)):
             h = layer(layer_input(first + j, h, step_key), block)
         seeds = h[: labels.shape[0]]  # the seed slots: the first destinations of every block
-        logits = seeds if stage.head is None else stage.head(seeds)
-        value = masked_mean(loss(logits, labels), seed_mask)
-        return value, (h, logits, nnx.state(stage, nnx.Not(nnx.Param)))
+        return (seeds if stage.head is None else stage.head(seeds)), h
 
-    (value, (h, logits, rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    correct = jnp.sum(task.correct(logits, labels) & seed_mask)
-    metrics = {"loss": value, "correct": correct, "count": jnp.sum(seed_mask)}
-    new = TrainState(params, opt_state, state.step + 1, rest)
+    # the train step's loss and update (gns_jax.step), with the stage's forward pass
+    loss_fn = batch_loss(graphdef, state.rest, forward, labels, seed_mask, loss)
+    new, h, metrics = descend(state, loss_fn, tx, task, labels, seed_mask)
     return new, (None if last else h), metrics
 
 
@@ -215,7 +210,8 @@ _STOP = object()
 
 
 class PipelineStepper:
-    """Trains ``model`` as a pipeline of ``len(devices)`` stages (module docstring).
+    """Trains ``model`` as a pipeline of ``len(devices)`` stages (module docstring); a
+    :class:`~gns_jax.step.StepperLike`, as :func:`gns_jax.fit` drives it.
 
     Args:
       model: a layer-wise NNX module (``pipeline_layers``, ``layer_input``), initialised; its
@@ -281,7 +277,7 @@ class PipelineStepper:
             self, stop_threads, self._stop, self._queues, self._threads
         )
 
-    # -- what fit asks of a stepper ------------------------------------------------------------
+    # -- what fit asks of a stepper (gns_jax.step.StepperLike) ----------------------------------
 
     def reset_timing(self) -> None:
         """Starts the timings afresh (after the first epoch's compilations)."""

@@ -7,13 +7,19 @@ jitted, differentiated and called eagerly in tests. It trains any NNX module cal
 every variable of the model (parameters, batch statistics, ``nnx.Rngs`` streams) goes in and
 comes back. The loss is the task's (:mod:`gns_jax.tasks`) or the user's: one value a seed slot,
 averaged over the real seeds. The dropout key of step ``t`` is ``fold_in(key, t)``.
+
+:func:`batch_loss` (the loss of a step as a function of the parameters) and :func:`descend` (one
+optimiser step down it) are the step's two halves; the pipeline's stage step
+(:func:`gns_jax.pipeline.stage_step`) is made of the same two, with a stage's forward pass. What
+:func:`gns_jax.fit` asks of a stepper, :class:`Stepper` or the pipeline's, is :class:`StepperLike`.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -21,15 +27,18 @@ import numpy as np
 import optax
 from flax import nnx
 
+from gns_jax.batch import DeviceBatch
 from gns_jax.evaluate import in_eval_mode
-from gns_jax.loader import DeviceBatch
 from gns_jax.meters import CompileCounter
 from gns_jax.parallel import DataParallel, make_parallel_train_step
 from gns_jax.tasks import LossFn, Task, masked_mean, softmax_loss
 
 __all__ = [
     "Stepper",
+    "StepperLike",
     "TrainState",
+    "batch_loss",
+    "descend",
     "eval_graphdef",
     "init_state",
     "make_train_step",
@@ -90,6 +99,51 @@ def _new_rest(model: nnx.Module) -> nnx.State:
     return nnx.state(model, nnx.Not(nnx.Param))
 
 
+def batch_loss(
+    graphdef: nnx.GraphDef,
+    rest: nnx.State,
+    forward: Callable[[nnx.Module], tuple[jax.Array, Any]],
+    labels: jax.Array,
+    seed_mask: jax.Array,
+    loss: LossFn,
+) -> Callable[[nnx.State], tuple[jax.Array, tuple]]:
+    """The loss of one step as a function of the parameters (what the step differentiates).
+
+    ``params -> (value, (logits, out, rest'))``: the module ``nnx.merge(graphdef, params,
+    rest)``, ``forward(module) -> (logits, out)`` (the seed slots' logits and anything else the
+    caller wants back), ``value`` the mean of ``loss(logits, labels)`` over the real seeds
+    (``seed_mask``), and ``rest'`` what the call left in the module's other variables. The
+    train step's forward is the model's call; a pipeline stage's runs its layers and its head.
+    """
+
+    def loss_fn(params):
+        module = nnx.merge(graphdef, params, rest, copy=True)
+        logits, out = forward(module)
+        value = masked_mean(loss(logits, labels), seed_mask)
+        return value, (logits, out, _new_rest(module))
+
+    return loss_fn
+
+
+def descend(
+    state: TrainState,
+    loss_fn: Callable[[nnx.State], tuple[jax.Array, tuple]],
+    tx: optax.GradientTransformation,
+    task: Task,
+    labels: jax.Array,
+    seed_mask: jax.Array,
+) -> tuple[TrainState, Any, dict[str, jax.Array]]:
+    """One optimiser step of ``state`` down ``loss_fn`` (a :func:`batch_loss`). Returns the new
+    state, the forward's ``out`` and ``{"loss", "correct", "count"}`` (mean loss over the real
+    seeds, correctly predicted seeds, real seeds)."""
+    (value, (logits, out, rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    correct = jnp.sum(task.correct(logits, labels) & seed_mask)
+    metrics = {"loss": value, "correct": correct, "count": jnp.sum(seed_mask)}
+    return TrainState(params, opt_state, state.step + 1, rest), out, metrics
+
+
 def train_step(
     state: TrainState,
     batch: DeviceBatch,
@@ -115,18 +169,12 @@ def train_step(
     key = jax.random.fold_in(key, state.step)
     task = task or Task("multiclass")
 
-    def loss_fn(params):
-        model = nnx.merge(graphdef, params, state.rest, copy=True)
-        logits = model(batch.x, batch.blocks, key=key)
-        value = masked_mean(loss(logits, batch.labels), batch.seed_mask)
-        return value, (logits, _new_rest(model))
+    def forward(model):
+        return model(batch.x, batch.blocks, key=key), None
 
-    (value, (logits, rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
-    updates, opt_state = tx.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    correct = jnp.sum(task.correct(logits, batch.labels) & batch.seed_mask)
-    metrics = {"loss": value, "correct": correct, "count": jnp.sum(batch.seed_mask)}
-    return TrainState(params, opt_state, state.step + 1, rest), metrics
+    loss_fn = batch_loss(graphdef, state.rest, forward, batch.labels, batch.seed_mask, loss)
+    state, _, metrics = descend(state, loss_fn, tx, task, batch.labels, batch.seed_mask)
+    return state, metrics
 
 
 def make_train_step(
@@ -155,9 +203,70 @@ STAGE_KEYS = (
 )
 
 
+class CompileCount(Protocol):
+    """A count of compilations (:class:`~gns_jax.meters.CompileCounter`, or a pipeline's sum)."""
+
+    @property
+    def count(self) -> int: ...
+
+
+@runtime_checkable
+class StepperLike(Protocol):
+    """What :func:`gns_jax.fit` asks of a stepper: :class:`Stepper` (one device or data
+    parallel) and :class:`gns_jax.pipeline.PipelineStepper` both are one.
+
+    A stepper trains in *windows* (:meth:`run`): ``count`` batches, after which the state is
+    complete (a pipeline has drained), so that evaluation and checkpoints may read it.
+    """
+
+    @property
+    def counter(self) -> CompileCount:
+        """The train step's compilations (the results' ``compilations``)."""
+        ...
+
+    def run(self, state, batches, count: int, log, on_batch) -> tuple:
+        """Steps on the next ``count`` batches of ``batches``; ``on_batch(batch, loss,
+        stage_losses or None)`` hears of each, in order; ``log`` of compilations. Returns
+        ``(state, last batch)``."""
+        ...
+
+    def replicate(self, tree):
+        """``tree`` as the stepper holds it (on every device of a data-parallel mesh)."""
+        ...
+
+    def local(self, tree):
+        """One device's copy of a tree the stepper holds (what a checkpoint saves)."""
+        ...
+
+    def model_variables(self, state) -> tuple[nnx.State, nnx.State]:
+        """The model's ``(params, rest)`` of ``state``, one device's copy (for evaluation)."""
+        ...
+
+    def model_state(self, state) -> TrainState:
+        """The model's :class:`TrainState` of ``state``, one device's copy (what fit returns)."""
+        ...
+
+    def reset_timing(self) -> None:
+        """Starts the timings afresh (after the first epoch's compilation)."""
+        ...
+
+    def timing(self) -> dict[str, float]:
+        """``{"wait", "step", "wait_fraction"}``: the mean wait for a batch, the mean time of a
+        step besides, and the share of waiting."""
+        ...
+
+    def report(self) -> dict:
+        """The stepper's keys of the JSON results (``parallel`` and the ``stage_*`` keys)."""
+        ...
+
+    def close(self) -> None:
+        """Stops what the stepper runs (idempotent)."""
+        ...
+
+
 class Stepper:
     """The jitted step of a run, on one device or data-parallel, with its compile count and
-    the time it waits for batches and spends stepping.
+    the time it waits for batches and spends stepping; a :class:`StepperLike`.
 
     Args:
       graphdef, tx: the model's graph definition and the optimiser.

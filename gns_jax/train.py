@@ -1,18 +1,22 @@
-"""``fit``: the epoch loop that composes a run's parts; ``load_model`` and ``predict``.
+"""``fit``: the epoch loop that drives a run's parts; ``load_model`` and ``predict``.
 
-Host side: :func:`fit` is a short loop over a :class:`~gns_jax.loader.Loader` (which owns the
-whole input side): step (:class:`~gns_jax.step.Stepper`), evaluate at the end of every
-``eval_every``-th epoch (:class:`~gns_jax.evaluate.Evaluator`), keep the parameters of the best
-epoch and the results (:class:`~gns_jax.results.RunRecord`), checkpoint
-(:class:`~gns_jax.checkpoint.RunCheckpoints`), report. The train state and the pure step live in
-:mod:`gns_jax.step` (re-exported here). The dropout key of step ``t`` is
-``fold_in(fold_in(key(seed), DROPOUT), t)``; every other random stream is the loader's. Same seed,
-same machine: identical losses, also across a kill and a resume from a checkpoint.
+Host side: :func:`fit` builds the parts of a run from its options (:func:`gns_jax.run.build_run`:
+the :class:`~gns_jax.loader.Loader`, which owns the whole input side, the stepper
+(:class:`~gns_jax.step.StepperLike`), the :class:`~gns_jax.evaluate.Evaluator`, the
+:class:`~gns_jax.checkpoint.RunCheckpoints` and the :class:`~gns_jax.results.RunRecord`) and
+drives them: the stepper trains in windows of batches, and the periodic hooks of
+:mod:`gns_jax.hooks` evaluate at the end of every ``eval_every``-th epoch, record and report the
+epoch, checkpoint mid-epoch and at every epoch's end, and publish the results so far. The train
+state and the pure step live in :mod:`gns_jax.step` (re-exported here). The dropout key of step
+``t`` is ``fold_in(fold_in(key(seed), DROPOUT), t)``; every other random stream is the loader's
+(:mod:`gns_jax.streams`). Same seed, same machine: identical losses, also across a kill and a
+resume from a checkpoint.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -24,34 +28,19 @@ import numpy as np
 import optax
 from flax import nnx
 
-from gns_jax.checkpoint import Checkpointer, RunCheckpoints, dataset_identity, read_run
-from gns_jax.config import RESUMABLE, TrainConfig
+from gns_jax.checkpoint import Checkpointer, class_name, dataset_identity, read_run
+from gns_jax.config import TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.evaluate import Evaluator, resolve_eval_mode
-from gns_jax.factories import (
-    check_memory,
-    eval_fanouts,
-    feature_norm,
-    make_evaluator,
-    make_loader,
-    make_model,
-    make_optimizer,
-    make_parallel,
-    make_pipeline,
-    make_sampler,
-    prepare_features,
-)
-from gns_jax.loader import DROPOUT, INIT
-from gns_jax.meters import TransferMeter
+from gns_jax.factories import eval_fanouts, make_model, make_optimizer, prepare_features
+from gns_jax.hooks import Loop, heard
 from gns_jax.models import GraphSAGE
 from gns_jax.pipeline import PipelineState, build_stages
-from gns_jax.plan import plan_cache_fraction
-from gns_jax.probes import IoMeter
 from gns_jax.progress import Reporter
-from gns_jax.results import RunRecord, resolve_metric
+from gns_jax.results import resolve_metric
+from gns_jax.run import build_run
 from gns_jax.step import (
-    Stepper,
     TrainState,
     eval_graphdef,
     init_state,
@@ -130,141 +119,49 @@ def fit(
     Test scores are reported at the epoch of best validation score by ``config.metric``
     (ties: the earliest).
     """
-    config.validate()
-    io_meter = IoMeter()  # disk reads and memory from here: the dataset's loading not counted
     reporter = reporter or Reporter(quiet)
-    task, dataset = resolve_task(config.task, dataset)
-    run = RunRecord(task, task.metric(config.metric))
-    parallel = make_parallel(config)
-    features = prepare_features(dataset, config)
-    plan = None
-    if config.cache_fraction == "auto":  # the planner picks the fraction (gns_jax.plan)
-        plan = plan_cache_fraction(dataset, config, features, task, log=reporter.line)
-        config = config.replace(cache_fraction=plan["chosen"])
-    sampler = make_sampler(dataset, config)
-    check_memory(dataset, config, sampler, model)  # before the model, the cache, the batches
-    meter = TransferMeter(page_cache=io_meter.page_cache)  # the gathers' mapped reads counted
-    loader = make_loader(dataset, config, sampler, features, meter, reporter.line, parallel)
-    tx = make_optimizer(config) if optimizer is None else optimizer
-    with jax.transfer_guard_host_to_device("allow"):
-        base_key = jax.random.key(config.seed)
-        if model is None:
-            model = make_model(dataset, config, jax.random.fold_in(base_key, INIT))
-        dropout_key = jax.random.fold_in(base_key, DROPOUT)
-    if config.parallel == "pipeline":  # one stage a device, local learning (gns_jax.pipeline)
-        stepper = make_pipeline(model, tx, config, base_key, dropout_key, loss or task.loss, task)
-        graphdef, state = stepper.graphdef, stepper.initial
-    else:
-        graphdef, state = init_state(model, tx)
-        stepper = Stepper(graphdef, tx, parallel, dropout_key, loss=loss or task.loss, task=task)
-    eval_mode = resolve_eval_mode(config.eval_mode, model)
-    evaluator = None
-    if evaluate_model:  # its own meter: evaluation's bytes are not training's
-        eval_meter = TransferMeter(page_cache=io_meter.page_cache)
-        evaluator = make_evaluator(
-            dataset, config, features, eval_mode, task, eval_meter, reporter.line
-        )
-    start_epoch, start_index, resumed_from, checkpoints = 0, 0, None, None
-    if config.checkpoint_dir:
-        checkpoints = RunCheckpoints(
-            config, dataset_identity(dataset), class_name(model), sampler.cache_size,
-            loader.num_batches, RESUMABLE,
-        )  # fmt: skip
-        if config.resume:  # the model's parameters: the template of the saved best ones
-            params = stepper.model_variables(state)[0]
-            if found := checkpoints.resume(state, run, loader, reporter.line, params):
-                state, start_epoch, start_index, resumed_from = found
-
-    def unevaluated(params_rest=None):
-        """What a checkpoint saves as the best parameters before any evaluation: the model's
-        now (None once an epoch was evaluated: the best epoch's are saved)."""
-        if run.best_params is not None:
-            return None
-        return (params_rest or stepper.model_variables(state))[0]
-
-    def results(status: str) -> dict:
-        out = run.to_json(
-            status, dataset=dataset, config=config, loader=loader, evaluator=evaluator,
-            counter=stepper.counter, resumed_from=resumed_from, norm=feature_norm(dataset, config),
-            eval_mode=eval_mode, parallel=parallel, io_meter=io_meter,
-        )  # fmt: skip
-        out["cache_fraction"] = config.cache_fraction if sampler.uses_cache else None
-        out |= stepper.report()
-        if plan is not None:
-            out["plan"] = plan
-        return out
-
-    state = stepper.replicate(state)
-    batches = loader.batches(start_epoch, config.epochs, start_index)
+    run = build_run(
+        dataset, config, model=model, optimizer=optimizer, loss=loss,
+        evaluate_model=evaluate_model, log=reporter.line,
+    )  # fmt: skip
+    config, loader, stepper, record = run.config, run.loader, run.stepper, run.record
+    hooks = run.hooks(reporter.line, on_epoch)
+    loop = Loop(stepper.replicate(run.state))
+    batches = loader.batches(run.start_epoch, config.epochs, run.start_index)
     try:
-        for epoch in range(start_epoch, config.epochs):
-            start = time.perf_counter()
-            first = start_index if epoch == start_epoch else 0
-            if epoch == 1 or (epoch == start_epoch and epoch > 0):
+        for epoch in range(run.start_epoch, config.epochs):
+            start, loop.epoch, loop.first = time.perf_counter(), epoch, run.first_batch(epoch)
+            if epoch == 1 or (epoch == run.start_epoch and epoch > 0):
                 stepper.reset_timing()  # the first epoch's compilation not counted
-            if epoch > start_epoch or first == 0:
-                run.new_epoch()
+            if epoch > run.start_epoch or loop.first == 0:
+                record.new_epoch()  # (a resumed epoch keeps the losses of its batches so far)
             title = f"epoch {epoch + 1}/{config.epochs}"
-            with reporter.progress(title, loader.num_batches - first) as progress:
-
-                def on_batch(batch, batch_loss, stage_losses):
-                    run.add(batch, batch_loss, stage_losses)
-                    progress.advance()
-
-                index = first
+            with reporter.progress(title, loader.num_batches - loop.first) as progress:
+                on_batch = functools.partial(heard, record, progress)
+                index = loop.first
                 while index < loader.num_batches:
-                    # up to the next mid-epoch checkpoint, if any (a pipeline drains there)
-                    count = loader.num_batches - index
-                    if checkpoints:
-                        count = min(count, checkpoints.until_due(run.totals.batches))
-                    state, batch = stepper.run(state, batches, count, reporter.line, on_batch)
+                    # up to the next hook due mid-epoch, if any (a pipeline drains there)
+                    due = (hook.until_due(record.totals.batches) for hook in hooks)
+                    count = min(loader.num_batches - index, *due)
+                    loop.state, loop.batch = stepper.run(
+                        loop.state, batches, count, reporter.line, on_batch
+                    )
                     index += count
-                    last = index == loader.num_batches
-                    if checkpoints and checkpoints.due(run.totals.batches, last):
-                        checkpoints.save(
-                            stepper.local(state), run, batch.state, False, unevaluated()
-                        )
+                    for hook in hooks:
+                        hook.after_window(loop, index == loader.num_batches)
             # the loop's reads (epoch 1: the cache's draw too)
-            record = run.epoch_done(epoch, time.perf_counter() - start, io_meter.lap())
-            params_rest = None
-            if evaluator is not None and (
-                (epoch + 1) % config.eval_every == 0 or epoch == config.epochs - 1
-            ):
-                t0 = time.perf_counter()
-                params_rest = stepper.model_variables(state)
-                scores = evaluator.scores(graphdef, params_rest, task.metrics)
-                run.evaluated(record, epoch, scores, time.perf_counter() - t0, params_rest[0])
-                record |= {f"eval_{k}": v for k, v in io_meter.lap().items()}
-            run.history.append(record)
-            io_meter.sample()
-            seeds = (loader.num_batches - first) * loader.batch_size
-            reporter.line(run.line(record, config.epochs, seeds))
-            if checkpoints:
-                checkpoints.save(
-                    stepper.local(state), run, batch.state, True, unevaluated(params_rest)
-                )
-            # With several processes every one computes the results (they sum over processes).
-            if on_epoch is not None or (parallel is not None and parallel.multi_process):
-                running = results("running")
-                if on_epoch is not None:
-                    on_epoch(running)
-            run.new_epoch()
+            row = record.epoch_done(epoch, time.perf_counter() - start, run.io_meter.lap())
+            loop.variables = None
+            for hook in hooks:  # evaluate, record and report, checkpoint, publish
+                hook.after_epoch(loop, row)
+            record.new_epoch()
     finally:
         batches.close()
         stepper.close()
-    metrics = results("completed")
-    timing = stepper.timing()
-    metrics["time_split_s"] |= {"wait": timing["wait"], "step": timing["step"]}
-    metrics["input_wait_fraction"] = timing["wait_fraction"]
-    state = stepper.model_state(state)
-    trained = model_of(graphdef, state, run.best_params)
-    return FitResult(metrics=metrics, model=trained, state=state, graphdef=graphdef)
-
-
-def class_name(model: nnx.Module | type) -> str:
-    """``module.QualifiedName`` of a model's class, as checkpoints record it."""
-    cls = model if isinstance(model, type) else type(model)
-    return f"{cls.__module__}.{cls.__qualname__}"
+    metrics = run.results("completed")
+    state = stepper.model_state(loop.state)
+    trained = model_of(run.graphdef, state, record.best_params)
+    return FitResult(metrics=metrics, model=trained, state=state, graphdef=run.graphdef)
 
 
 def load_model(
