@@ -21,7 +21,8 @@ from gns_jax.theory import TINY, convergence, gradients, unbiased, variance
 from gns_jax.theory.__main__ import main
 from gns_jax.theory.common import override
 from gns_jax.theory.mutations import MUTATIONS, mutated
-from gns_jax.theory.runner import chains, run, run_parallel
+from gns_jax.theory.problem import sharing
+from gns_jax.theory.runner import SPLIT, Part, chains, cost, run, run_parallel
 from gns_jax.theory.saved import read_json, write_json
 
 SECOND_GRAPH = Path(__file__).resolve().parents[1] / "gns_jax" / "theory" / "second-graph"
@@ -199,6 +200,14 @@ def test_claim_4_rate_check_fails_when_the_sweep_cannot_resolve_a_rate():
     assert all(c.finding for c in result["checks"][1:])
     row = result["rows"][1]
     assert row["matches"] == all(p["mean"] <= b for p, b in zip(row["horizons"], result["band"]))
+    # The sweep split in two parts, as two workers run it, merges into the same result.
+    with sharing():
+        parts = [convergence.run_part(setting, share=s) for s in ((0.0, 0.6), (0.6, 1.0))]
+    assert all(p["runs"] for p in parts)
+    merged = convergence.merge(setting, parts)
+    assert merged["rows"] == result["rows"] and merged["checks"] == result["checks"]
+    with pytest.raises(ValueError, match="cover"):
+        convergence.merge(setting, parts[:1])
 
 
 def test_match_test_rejects_ns_against_itself_at_most_5_percent():
@@ -322,11 +331,32 @@ def test_command_prints_verdicts_and_writes_json(tmp_path, capsys):
 def test_chains_balance_the_modules_by_their_cost():
     names = ["unbiased", "variance", "gradients", "convergence"]
     plan = chains(names, 2)
-    assert sorted(n for c in plan for n in c) == sorted(names)  # every module exactly once
-    assert ["convergence"] in plan  # the longest alone; the other three beside it
-    assert chains(names, 1) == [names]  # one job: the serial order
-    assert chains(["unbiased"], 4) == [["unbiased"]]  # never more chains than modules
-    assert len(chains(names, 8)) == 4
+    assert len(plan) == 2
+    whole = sorted(p.name for c in plan for p in c if p.whole)
+    assert whole == ["gradients", "unbiased", "variance"]  # every other module exactly once
+    # convergence is split: its first part alone, the rest after the other three
+    (first,), rest = plan
+    assert first.name == rest[-1].name == "convergence" and 0.5 < first.hi == rest[-1].lo < 1
+    assert (first.lo, rest[-1].hi) == (0.0, 1.0)
+    loads = [sum(cost(p) for p in c) for c in plan]
+    assert max(loads) - min(loads) < 2 * 0.01 * SPLIT["convergence"][0] + 1e-9  # even, to the cut
+    assert chains(names, 1) == [[Part(n) for n in names]]  # one job: the serial order, whole
+    assert chains(["unbiased"], 4) == [[Part("unbiased")]]  # an unsplittable module stays whole
+    assert len(chains(names, 8)) == 5  # four modules, convergence's second part on a fifth
+    (alone,), (beside,) = chains(["convergence"], 2)  # one module, two workers: even loads
+    assert alone.lo == 0.0 and alone.hi == beside.lo and beside.hi == 1.0
+    assert abs(cost(alone) - cost(beside)) < 2 * 0.01 * SPLIT["convergence"][0] + 1e-9
+
+
+def test_convergence_shares_tile_the_sweep():
+    """The runs of shares that tile [0, 1] are every run of the sweep, each once."""
+    every = convergence.runs(TINY)
+    assert len(every) == 2 * len(TINY.conv_horizons) * TINY.conv_seeds
+    for cuts in ([0.5], [0.1, 0.82], [0.33, 0.34, 0.9]):
+        edges = [0.0, *cuts, 1.0]
+        parts = [convergence.runs(TINY, (lo, hi)) for lo, hi in zip(edges, edges[1:])]
+        assert sorted(r for part in parts for r in part) == sorted(every)
+    assert convergence.runs(TINY, (0.0, 1.0)) == every
 
 
 @pytest.mark.slow

@@ -1,8 +1,9 @@
 """Numerical checks of the GNS estimators and of the paper's convergence claim.
 
-``python -m gns_jax.theory`` runs every module in the small setting (about 5 min on 2 cores, two
-worker processes: ``--jobs``) and prints, per claim, what was measured, the criterion (fixed in the
-code before the run) and the verdict: PASS or FAIL for a check of the implementation or of the
+``python -m gns_jax.theory`` runs every module in the small setting (two worker processes,
+``--jobs``, the convergence module's SGD runs split between them: the busiest worker takes about
+90 s of CPU) and prints, per claim, what was measured, the criterion (fixed in the code before
+the run) and the verdict: PASS or FAIL for a check of the implementation or of the
 theory's own prediction, HOLDS or DOES NOT HOLD for a finding on one of the paper's claims.
 ``python -m gns_jax.theory --full`` runs the report setting and rewrites
 ``gns_jax/theory/README.md`` with its tables and plots. One module per claim:

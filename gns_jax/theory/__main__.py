@@ -32,7 +32,7 @@ import numpy as np
 from gns_jax.cli import enable_compile_cache
 from gns_jax.theory.common import FULL, SETTINGS, Check, override
 from gns_jax.theory.mutations import MUTATIONS
-from gns_jax.theory.runner import MODULES, chains, run_parallel
+from gns_jax.theory.runner import MODULES, run_parallel
 from gns_jax.theory.saved import read_json, write_json
 
 HERE = Path(__file__).resolve().parent
@@ -148,7 +148,11 @@ def main(argv=None) -> int:
     failed = [c for c in checks if not c.passed]
     # The busiest worker's CPU time: the wall time on cores of their own (the wall time above
     # grows when other work shares the machine).
-    busiest = max(sum(results[n]["cpu_seconds"] for n in c) for c in chains(args.only, args.jobs))
+    per_worker: dict[int, float] = {}
+    for r in results.values():
+        for worker, cpu in r["workers"].items():
+            per_worker[worker] = per_worker.get(worker, 0.0) + cpu
+    busiest = max(per_worker.values())
     print(
         f"\n{len(checks) - len(failed)} of {len(checks)} checks passed; "
         f"{sum(c.passed for c in findings)} of {len(findings)} findings hold, "

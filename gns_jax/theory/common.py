@@ -50,8 +50,8 @@ ESTIMATORS = ("ht", "hajek", "clipped")  # the unbiased estimator and its lower-
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Sizes of every check. ``TINY`` is what the tests run, ``SMALL`` the default of
-    ``python -m gns_jax.theory`` (on 2 cores with its two worker processes: 210 s with an empty
-    compilation cache), ``FULL`` the report."""
+    ``python -m gns_jax.theory`` (on 2 cores with its two worker processes: the busiest about
+    100 s CPU with an empty compilation cache, 90 s with a warm one), ``FULL`` the report."""
 
     name: str
     dataset: str = "cora"  # checks 1 and 2 (the estimators)

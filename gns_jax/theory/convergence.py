@@ -38,6 +38,7 @@ paper's claim at a fraction is that it matches; the smallest fraction that does 
 
 from __future__ import annotations
 
+import functools
 import time
 
 import jax
@@ -45,10 +46,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from gns_jax.theory.common import Check, Setting, loglog_slope, progress
-from gns_jax.theory.problem import Problem
+from gns_jax.theory.problem import shared_problem
 
 RATE_SLOPE = -0.25  # A(T) must fall at least as fast as T^-1/4 (the bound: T^-1/2 to a floor)
 MATCH_ALPHA = 0.05  # finding 4b's false-positive rate: NS against itself is rejected this often
+EVAL_STEPS = 9  # what an evaluation of the exact gradient costs, in SGD steps (for splitting)
 
 
 def match_multiplier(ns_seeds: int, gns_seeds: int, horizons: int, alpha: float = MATCH_ALPHA):
@@ -140,6 +142,13 @@ def simulated_false_positive_rate(
     return _share(_rejected(ns, gns, rule))
 
 
+@functools.lru_cache(maxsize=None, typed=True)
+def _descent(eta):
+    """The jitted SGD update ``theta - eta g`` for one step size: compiled once per ``eta``
+    (per horizon), not once per run."""
+    return jax.jit(lambda t, g: t - eta * g)
+
+
 def sgd(
     problem,
     sampler,
@@ -151,18 +160,24 @@ def sgd(
     batch: int,
     seed: int,
     iterates: list | None = None,
+    at_start: tuple | None = None,
 ):
     """Plain SGD for ``steps`` steps; ``||grad f||^2`` and ``f`` at ``evals`` spaced steps (and
-    the parameters there appended to ``iterates``, if given)."""
+    the parameters there appended to ``iterates``, if given). ``at_start``: ``(f, grad f)`` at
+    ``problem.theta0`` as ``problem.loss_and_grad`` gives them, when already computed (every
+    run starts there)."""
     rng = np.random.default_rng([seed, 6, steps])
     key = jax.random.key(10_000 + seed)
     theta = problem.theta0
     at = set(np.linspace(0, steps, evals).round().astype(int).tolist())
     points, norms, losses = [], [], []
-    step = jax.jit(lambda t, g: t - eta * g)
+    step = _descent(eta)
     for t in range(steps + 1):
         if t in at:
-            f, g = problem.loss_and_grad(theta, weights)
+            if t == 0 and at_start is not None:
+                f, g = at_start
+            else:
+                f, g = problem.loss_and_grad(theta, weights)
             if iterates is not None:
                 iterates.append(theta)
             points.append(t)
@@ -177,8 +192,42 @@ def sgd(
     return np.array(points), np.array(norms), np.array(losses)
 
 
+def samplers(setting: Setting) -> list[tuple[str, float | None, str]]:
+    """The sweep's samplers, ``(name, cache fraction, estimator)``: NS first."""
+    return [("NS", None, "ns")] + [
+        (f"GNS {est} {100 * f:g} %", f, est)
+        for est in setting.conv_estimators
+        for f in setting.conv_fractions
+    ]
+
+
+def runs(setting: Setting, share: tuple[float, float] = (0.0, 1.0)) -> list[tuple[int, int, int]]:
+    """The sweep's SGD runs, ``(sampler index, horizon, seed)`` in the order they run, or those
+    of a ``share`` ``[lo, hi)`` of its cost: a run belongs to the share that holds the middle of
+    its stretch of the runs' cumulative cost (its steps and evaluations, :data:`EVAL_STEPS`).
+    Shares that tile ``[0, 1]`` give every run exactly once (:func:`run_part`)."""
+    every = [
+        (i, horizon, s)
+        for i in range(len(samplers(setting)))
+        for horizon in setting.conv_horizons
+        for s in range(setting.conv_seeds)
+    ]
+    cost = np.array([h + EVAL_STEPS * setting.conv_evals for _, h, _ in every], dtype=float)
+    middle = (np.cumsum(cost) - cost / 2) / cost.sum()
+    lo, hi = share
+    return [r for r, x in zip(every, middle) if lo <= x < hi]
+
+
 def run(setting: Setting, seed: int = 0) -> dict:
-    problem = Problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, seed)
+    return merge(setting, [run_part(setting, seed)])
+
+
+def run_part(setting: Setting, seed: int = 0, share: tuple[float, float] = (0.0, 1.0)) -> dict:
+    """The SGD runs of ``share`` of the sweep (:func:`runs`), so that two processes can share
+    the sweep; :func:`merge` puts the parts together. Every part derives the same step size
+    (the model, its training and ``L_0`` are deterministic) and each run draws from its own seeds,
+    so the merged sweep is the one a single process runs."""
+    problem = shared_problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, seed)
     train_idx = problem.dataset.train_idx
     weights = problem.weights(train_idx)
     # The loss sharpens as it trains: L_0 is the larger of the curvatures at initialisation and
@@ -191,44 +240,78 @@ def run(setting: Setting, seed: int = 0) -> dict:
     horizons = tuple(setting.conv_horizons)
     c = np.sqrt(horizons[0]) / (2 * lipschitz)  # eta = 1/(2 L_0) at the shortest horizon
     f0 = float(problem.loss(problem.theta0, weights))
-    samplers = [("NS", None, "ns")] + [
-        (f"GNS {est} {100 * f:g} %", f, est)
-        for est in setting.conv_estimators
-        for f in setting.conv_fractions
-    ]
-    rows = []
-    for i, (name, fraction, est) in enumerate(samplers):
+    at_start = problem.loss_and_grad(problem.theta0, weights)  # where every run starts
+    todo = runs(setting, share)
+    done = {}
+    every = samplers(setting)
+    for i, (name, fraction, est) in enumerate(every):
+        mine = [r for r in todo if r[0] == i]
+        if not mine:
+            continue
         start = time.perf_counter()
         sampler = problem.sampler(fraction, setting.conv_batch_size, est)
+        for _, horizon, s in mine:
+            done[(i, horizon, s)] = sgd(
+                problem,
+                sampler,
+                c / np.sqrt(horizon),
+                weights,
+                train_idx,
+                horizon,
+                setting.conv_evals,
+                setting.conv_batch_size,
+                seed + s,
+                at_start=at_start,
+            )
+        if len(mine) == len(horizons) * setting.conv_seeds:
+            averages = [
+                np.mean([done[(i, h, s)][1].mean() for s in range(setting.conv_seeds)])
+                for h in horizons
+            ]
+            what = (
+                "A(T) "
+                + ", ".join(f"{a:.3g}" for a in averages)
+                + f" at T = {', '.join(map(str, horizons))}"
+            )
+        else:
+            what = f"{len(mine)} of its {len(horizons) * setting.conv_seeds} runs"
+        progress(f"[{i + 1}/{len(every)}] {name}: {what}", start)
+    return dict(share=tuple(share), runs=done, lipschitz=lipschitz, c=float(c), f0=f0)
+
+
+def merge(setting: Setting, parts: list[dict]) -> dict:
+    """The sweep's result (rows, check 4a, findings 4b) from the :func:`run_part` parts that
+    together cover it. Raises ``ValueError`` when a run is missing or twice, or when the parts
+    disagree on the step size."""
+    done = {}
+    for part in parts:
+        if set(done) & set(part["runs"]):
+            raise ValueError("the parts of the convergence sweep overlap")
+        done.update(part["runs"])
+    if set(done) != set(runs(setting)):
+        raise ValueError("the parts of the convergence sweep do not cover it")
+    first = parts[0]
+    if any(p["c"] != first["c"] or p["lipschitz"] != first["lipschitz"] for p in parts):
+        raise ValueError("the parts of the convergence sweep found different step sizes")
+    lipschitz, c, f0 = first["lipschitz"], first["c"], first["f0"]
+    horizons = tuple(setting.conv_horizons)
+    rows = []
+    for i, (name, fraction, est) in enumerate(samplers(setting)):
         per_t = []
         for horizon in horizons:
-            eta = c / np.sqrt(horizon)
-            runs = [
-                sgd(
-                    problem,
-                    sampler,
-                    eta,
-                    weights,
-                    train_idx,
-                    horizon,
-                    setting.conv_evals,
-                    setting.conv_batch_size,
-                    seed + s,
-                )  # fmt: skip
-                for s in range(setting.conv_seeds)
-            ]
-            averages = np.array([r[1].mean() for r in runs])
+            runs_t = [done[(i, horizon, s)] for s in range(setting.conv_seeds)]
+            averages = np.array([r[1].mean() for r in runs_t])
             per_t.append(
                 dict(
                     horizon=horizon,
-                    eta=float(eta),
+                    eta=float(c / np.sqrt(horizon)),
                     mean=float(averages.mean()),
                     sd=float(averages.std(ddof=1)) if averages.size > 1 else 0.0,
                     seeds=averages.tolist(),
-                    final_loss=float(np.mean([r[2][-1] for r in runs])),
-                    curve_steps=runs[0][0].tolist(),
-                    curve_norms=np.mean([r[1] for r in runs], axis=0).tolist(),
-                    curve_losses=np.mean([r[2] for r in runs], axis=0).tolist(),
+                    final_loss=float(np.mean([r[2][-1] for r in runs_t])),
+                    curve_steps=runs_t[0][0].tolist(),
+                    curve_norms=np.mean([r[1] for r in runs_t], axis=0).tolist(),
+                    curve_losses=np.mean([r[2] for r in runs_t], axis=0).tolist(),
                 )
             )
         rows.append(
@@ -239,12 +322,6 @@ def run(setting: Setting, seed: int = 0) -> dict:
                 horizons=per_t,
                 slope=loglog_slope(horizons, [p["mean"] for p in per_t]),
             )
-        )
-        progress(
-            f"[{i + 1}/{len(samplers)}] {name}: A(T) "
-            + ", ".join(f"{p['mean']:.3g}" for p in per_t)
-            + f" at T = {', '.join(map(str, horizons))}",
-            start,
         )
     ns = rows[0]
     checks = [

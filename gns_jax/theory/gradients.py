@@ -29,13 +29,21 @@ import jax
 import numpy as np
 
 from gns_jax.theory.common import Check, Setting, by_fraction, loglog_slope, progress
-from gns_jax.theory.problem import Problem
+from gns_jax.theory.problem import shared_problem
 
 SLOPE_TOLERANCE = 0.3
 
 
-def gradient_error(problem, sampler, theta, seeds, draws, key, rng) -> dict:
-    g_star = np.asarray(problem.grad(theta, problem.weights(seeds)), dtype=np.float64)
+def exact_gradient(problem, theta, seeds) -> np.ndarray:
+    """``g*``, the exact gradient of the loss of the batch ``seeds``, in float64."""
+    return np.asarray(problem.grad(theta, problem.weights(seeds)), dtype=np.float64)
+
+
+def gradient_error(problem, sampler, theta, seeds, draws, key, rng, g_star=None) -> dict:
+    """Bias, variance and MSE of ``draws`` sampled gradients of the batch ``seeds`` against
+    ``g_star`` (:func:`exact_gradient` when None)."""
+    if g_star is None:
+        g_star = exact_gradient(problem, theta, seeds)
     grads = np.stack(
         [
             np.asarray(
@@ -70,7 +78,7 @@ def slope_and_se(fractions, mse, mse_se, seed: int = 0) -> tuple[float, float]:
 
 
 def run(setting: Setting, seed: int = 0, stages=("init", "trained")) -> dict:
-    problem = Problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, seed)
+    problem = shared_problem(setting.model_dataset, setting.hidden, setting.grad_fanouts, seed)
     thetas = {"init": problem.theta0}
     if "trained" in stages:
         thetas["trained"] = problem.train(setting.train_steps)
@@ -90,6 +98,7 @@ def run(setting: Setting, seed: int = 0, stages=("init", "trained")) -> dict:
     }
     rows = []
     for stage, theta in thetas.items():
+        g_stars = [exact_gradient(problem, theta, seeds) for seeds in batches]  # every sampler's
         for name, fraction, est in samplers:
             start = time.perf_counter()
             sampler = built[(fraction, est)]
@@ -102,6 +111,7 @@ def run(setting: Setting, seed: int = 0, stages=("init", "trained")) -> dict:
                     setting.grad_samples,
                     jax.random.key(1000 * seed + b),
                     np.random.default_rng([seed, 4, b, int(1e6 * (fraction or 0))]),
+                    g_stars[b],
                 )
                 for b, seeds in enumerate(batches)
             ]

@@ -11,6 +11,8 @@ cache's). The exact loss runs the library's full-neighbourhood inference
 
 from __future__ import annotations
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +28,9 @@ from gns_jax.factories import make_sampler, prepare_features
 from gns_jax.features import neighbour_means
 from gns_jax.models import GraphSAGE
 
-__all__ = ["Problem"]
+__all__ = ["Problem", "shared_problem", "sharing"]
+
+_SHARED: dict | None = None  # the Problems of the open sharing scope (None: no scope open)
 
 
 class Problem:
@@ -57,6 +61,7 @@ class Problem:
         self._probs = cache_lib.cache_distribution(ds.graph, "degree")
         self._dummy = np.zeros((ds.num_nodes, 1), np.float32)
         self._nonempty: dict[int, np.ndarray] = {}
+        self._trained: dict[tuple[int, float], jax.Array] = {}
 
         graphdef = self.graphdef
 
@@ -125,7 +130,13 @@ class Problem:
         return self.sampled_grad(theta, batch)
 
     def train(self, steps: int, lr: float = 0.01) -> jax.Array:
-        """Full-batch Adam on the exact training loss: the "trained" parameters of check 3."""
+        """Full-batch Adam on the exact training loss: the "trained" parameters of check 3 (and
+        of check 4's step size); computed once per ``(steps, lr)`` (it is deterministic)."""
+        if (steps, lr) not in self._trained:
+            self._trained[(steps, lr)] = self._train(steps, lr)
+        return self._trained[(steps, lr)]
+
+    def _train(self, steps: int, lr: float) -> jax.Array:
         tx = optax.adam(lr)
         w = self.weights(self.dataset.train_idx)
 
@@ -149,3 +160,29 @@ class Problem:
             value = float(jnp.vdot(v, hv))
             v = hv / jnp.maximum(jnp.linalg.norm(hv), 1e-30)
         return abs(value)
+
+
+@contextlib.contextmanager
+def sharing():
+    """Within the block, :func:`shared_problem` gives one :class:`Problem` per arguments: the
+    modules that one process runs (:func:`gns_jax.theory.runner.run`) share the model, its
+    compiled loss and its trained parameters instead of building and training it again. Open it
+    only where one mutation (:mod:`gns_jax.theory.mutations`) is in force throughout: a Problem
+    remembers figures of the library's cache (``P(N_C(v) non-empty)`` per cache size)."""
+    global _SHARED
+    saved, _SHARED = _SHARED, {}
+    try:
+        yield
+    finally:
+        _SHARED = saved
+
+
+def shared_problem(dataset: str, hidden: int, fanouts: tuple[int, ...], seed: int = 0) -> Problem:
+    """``Problem(dataset, hidden, fanouts, seed)``, the same one throughout a :func:`sharing`
+    block (a new one outside any)."""
+    if _SHARED is None:
+        return Problem(dataset, hidden, fanouts, seed)
+    key = (dataset, hidden, tuple(fanouts), seed)
+    if key not in _SHARED:
+        _SHARED[key] = Problem(*key)
+    return _SHARED[key]
