@@ -36,6 +36,7 @@ import numpy as np
 __all__ = [
     "METRICS",
     "accuracy",
+    "average_precision",
     "default_metric",
     "f1_macro",
     "f1_micro",
@@ -106,6 +107,26 @@ def _auc(scores: np.ndarray, positive: np.ndarray) -> float | None:
     average = (starts + ends + 1) / 2.0
     ranks[order] = np.repeat(average, ends - starts)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
+def average_precision(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """The area under the precision-recall curve as a step sum,
+    ``sum_k (R_k - R_{k-1}) P_k`` over the distinct score thresholds, highest first (tied scores
+    form one threshold): scikit-learn's ``average_precision_score``. None without positives.
+    Not among :data:`METRICS` (no node task reports it); a building block for ranking tasks."""
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    positive = np.asarray(positive, dtype=bool).ravel()
+    n_pos = int(np.count_nonzero(positive))
+    if n_pos == 0:
+        return None
+    order = np.argsort(-scores, kind="stable")
+    ordered, hits = scores[order], positive[order]
+    last = np.r_[ordered[1:] != ordered[:-1], True]  # the last entry of each tied group
+    tp = np.cumsum(hits)[last]
+    seen = np.flatnonzero(last) + 1
+    recall = tp / n_pos
+    precision = tp / seen
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
 def roc_auc(prob: np.ndarray, labels: np.ndarray) -> float | None:
