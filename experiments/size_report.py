@@ -59,7 +59,10 @@ def depth_of(label: str) -> str:
 
 
 def sampler_of(label: str) -> str:
-    return "NS" if label.startswith("NS") else "GNS"
+    """``NS``, ``GNS`` (the fixed 1 % cache) or ``AUTO`` (``--cache-fraction auto``)."""
+    if label.startswith("NS"):
+        return "NS"
+    return "AUTO" if " auto " in f" {label} " else "GNS"
 
 
 def nodes_of(result: dict) -> int:
