@@ -233,6 +233,20 @@ def test_the_version_rule_is_xlas():
     assert not native._compatible((0, 3), (1, 3))
 
 
+def _fallback_batch(monkeypatch, graph, seeds):
+    """A node-wise batch sampled after the kernels failed to load: the library's warnings
+    recorded, and the batch checked to come from the JAX version (traced anew, no kernel call)."""
+    kernel = spy(monkeypatch, native, "expand_layer")
+    jax_version = spy(monkeypatch, nw, "_expand_layer_jax")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert not native.available()
+        fallback = nodewise_batch(graph, seeds)
+        assert not native.available()
+    assert jax_version and not kernel
+    return fallback, record
+
+
 @pytest.mark.parametrize("defect", ["load", "register"])
 def test_a_library_that_fails_warns_once_and_the_jax_versions_give_the_same_batch(
     setup, reload, monkeypatch, defect
@@ -247,17 +261,8 @@ def test_a_library_that_fails_warns_once_and_the_jax_versions_give_the_same_batc
         monkeypatch.setattr(native, "_open", fail_to_open)
     else:
         monkeypatch.setattr(jax.ffi, "register_ffi_target", reject_handler)
-    kernel, jax_version = (
-        spy(monkeypatch, native, "expand_layer"),
-        spy(monkeypatch, nw, "_expand_layer_jax"),
-    )
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        assert not native.available()
-        fallback = nodewise_batch(graph, seeds)
-        assert not native.available()
-        assert native.take_rows_kernel(np.int64) is None  # the host gather falls back too
-    assert jax_version and not kernel  # traced anew, and in JAX
+    fallback, record = _fallback_batch(monkeypatch, graph, seeds)
+    assert native.take_rows_kernel(np.int64) is None  # the host gather falls back too
     (warning,) = kernel_warnings(record)
     message = str(warning.message)
     cause = "cannot open shared object" if defect == "load" else "No FFI handler registered"
@@ -287,15 +292,7 @@ def test_a_version_mismatch_warns_and_falls_back_before_registering(setup, reloa
     monkeypatch.setattr(native, "_runtime_api_version", lambda: older)
     registered = []
     monkeypatch.setattr(jax.ffi, "register_ffi_target", lambda *a, **k: registered.append(a))
-    kernel, jax_version = (
-        spy(monkeypatch, native, "expand_layer"),
-        spy(monkeypatch, nw, "_expand_layer_jax"),
-    )
-    with warnings.catch_warnings(record=True) as record:
-        warnings.simplefilter("always")
-        assert not native.available()
-        fallback = nodewise_batch(graph, seeds)
-    assert jax_version and not kernel  # traced anew, and in JAX
+    fallback, record = _fallback_batch(monkeypatch, graph, seeds)
     (warning,) = kernel_warnings(record)
     message = str(warning.message)
     assert "another XLA FFI API version" in message
