@@ -87,8 +87,8 @@ def measure_statistics(dataset: str, fanouts, batch_size: int = 1000,
                        fraction: float = 0.01, batches: int = STAT_BATCHES) -> dict:  # fmt: skip
     """The closed-form cache statistics (:mod:`gns_jax.cachestats`) of a 1 % degree cache on
     ``dataset`` over ``batches`` node-wise sampled batches of its training nodes (seed 0)."""
-    from gns_jax.cache import cache_distribution
-    from gns_jax.cachestats import cache_statistics, draws, sample_layer_sets
+    from gns_jax.cache import cache_distribution, cache_size
+    from gns_jax.cachestats import cache_statistics, sample_layer_sets
     from gns_jax.config import TrainConfig
     from gns_jax.data import load_dataset
     from gns_jax.plan import plan_cache_fraction
@@ -97,7 +97,7 @@ def measure_statistics(dataset: str, fanouts, batch_size: int = 1000,
     rng = np.random.default_rng(0)
     sets = sample_layer_sets(data.graph, data.train_idx, fanouts, batch_size, rng, batches)
     p = cache_distribution(data.graph, "degree")
-    stats = cache_statistics(data.graph, p, draws(fraction, data.num_nodes), sets)
+    stats = cache_statistics(data.graph, p, cache_size(fraction, data.num_nodes), sets)
     # what --cache-fraction auto answers on this graph, and its cost (the dataset loaded)
     config = TrainConfig(dataset=dataset, fanouts=tuple(fanouts), batch_size=batch_size,
                          cache_fraction="auto", seed=0)  # fmt: skip

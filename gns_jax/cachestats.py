@@ -25,13 +25,11 @@ million nodes, with no compilation. :mod:`gns_jax.plan` picks the cache fraction
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from gns_jax.graph import CSRGraph
 
-__all__ = ["LayerSets", "cache_statistics", "draws", "sample_layer_sets", "sample_neighbours"]
+__all__ = ["LayerSets", "cache_statistics", "sample_layer_sets", "sample_neighbours"]
 
 
 def _k_subsets(rng: np.random.Generator, degree: np.ndarray, k: int) -> np.ndarray:
@@ -144,8 +142,3 @@ def cache_statistics(graph: CSRGraph, p: np.ndarray, num_draws, sets: LayerSets)
             )
         )
     return out if many else out[0]
-
-
-def draws(fraction: float, num_nodes: int) -> int:
-    """``m = ceil(fraction * num_nodes)`` (:func:`gns_jax.cache.cache_size`, unvalidated)."""
-    return max(1, math.ceil(fraction * num_nodes))

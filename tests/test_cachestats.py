@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gns_jax import cachestats
-from gns_jax.cache import cache_distribution, draw_cache
-from gns_jax.cachestats import cache_statistics, draws, sample_layer_sets, sample_neighbours
+from gns_jax.cache import cache_distribution, cache_size, draw_cache
+from gns_jax.cachestats import cache_statistics, sample_layer_sets, sample_neighbours
 
 DRAWS = 400  # Monte Carlo cache draws
 
@@ -65,7 +65,7 @@ def setting(tiny_dataset):
     graph = tiny_dataset.graph
     sets = sample_layer_sets(graph, tiny_dataset.train_idx, (4, 3), 40, np.random.default_rng(2), 3)
     p = cache_distribution(graph, "degree")
-    m = draws(0.02, graph.num_nodes)
+    m = cache_size(0.02, graph.num_nodes)
     return graph, p, m, sets, _monte_carlo(graph, p, m, sets)
 
 
