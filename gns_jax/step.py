@@ -264,9 +264,21 @@ class StepperLike(Protocol):
         ...
 
 
+# Steps dispatched between two host synchronisations of the training loop (Stepper.run): the
+# losses of a group of steps are stacked on the device and fetched at once, one group behind, so
+# that the device always has the next group queued and at most 2 * SYNC_EVERY steps are in flight.
+SYNC_EVERY = 4
+
+
 class Stepper:
     """The jitted step of a run, on one device or data-parallel, with its compile count and
     the time it waits for batches and spends stepping; a :class:`StepperLike`.
+
+    :meth:`run` dispatches ahead: it does not wait for a step before dispatching the next (JAX's
+    asynchronous dispatch hides the input side behind the device's work). Every
+    :data:`SYNC_EVERY` steps it fetches the losses of the group of steps before, stacked on the
+    device (one host synchronisation), and at the end of a window those not fetched yet; step
+    times come from these sampled synchronisations.
 
     Args:
       graphdef, tx: the model's graph definition and the optimiser.
@@ -308,31 +320,56 @@ class Stepper:
     def replicate(self, tree):
         return tree if self.parallel is None else self.parallel.replicate(tree)
 
-    def __call__(self, state: TrainState, batches, log) -> tuple[TrainState, object, np.float32]:
-        """Takes the next batch of ``batches`` and steps on it; returns the new state, the
-        batch and its loss (a host float32). ``log`` hears of a compilation."""
+    def dispatch(self, state: TrainState, batches, log) -> tuple[TrainState, object, jax.Array]:
+        """Takes the next batch of ``batches`` and dispatches the step on it without waiting for
+        it; returns the new state, the batch and its loss (on the device). ``log`` hears of a
+        compilation (traced and compiled before the dispatch returns)."""
         t0 = time.perf_counter()
         batch = next(batches)
         t1 = time.perf_counter()
         before = self.counter.count
         state, metrics = self._step(state, batch.inputs, self._key)
-        jax.block_until_ready(state)
-        t2 = time.perf_counter()
         if self.counter.count != before:
-            log(f"compiled the train step in {t2 - t1:.1f}s")
+            log(f"compiled the train step in {time.perf_counter() - t1:.1f}s")
         self.wait_s += t1 - t0
-        self.step_s += t2 - t1
+        return state, batch, self.local(metrics["loss"])
+
+    def __call__(self, state: TrainState, batches, log) -> tuple[TrainState, object, np.float32]:
+        """One step, waited for: :meth:`dispatch`, then the loss fetched (a host float32)."""
+        t0, wait = time.perf_counter(), self.wait_s
+        state, batch, loss = self.dispatch(state, batches, log)
+        loss = np.float32(jax.device_get(loss))
+        self.step_s += time.perf_counter() - t0 - (self.wait_s - wait)
         self.batches += 1
-        return state, batch, np.float32(jax.device_get(self.local(metrics["loss"])))
+        return state, batch, loss
 
     def run(self, state: TrainState, batches, count: int, log, on_batch) -> tuple:
-        """Steps on the next ``count`` batches; ``on_batch(batch, loss, None)`` hears of each.
-        Returns ``(state, last batch)`` (the interface of
-        :class:`gns_jax.pipeline.PipelineStepper`)."""
-        batch = None
-        for _ in range(count):
-            state, batch, loss = self(state, batches, log)
-            on_batch(batch, loss, None)
+        """Steps on the next ``count`` batches, dispatching ahead; ``on_batch(batch, loss,
+        None)`` hears of each, in order, when its group's losses arrive (all of them before
+        this returns). Returns ``(state, last batch)``, the state possibly still computing
+        (the interface of :class:`gns_jax.pipeline.PipelineStepper`)."""
+        mark, wait = time.perf_counter(), self.wait_s
+        fetched, pending, batch = [], [], None
+
+        def fetch(group):  # one host synchronisation for the group's losses
+            nonlocal mark, wait
+            losses = np.asarray(jax.device_get(jnp.stack([loss for _, loss in group])))
+            now = time.perf_counter()
+            self.step_s += now - mark - (self.wait_s - wait)
+            self.batches += len(group)
+            mark, wait = now, self.wait_s
+            for (done, _), value in zip(group, losses, strict=True):
+                on_batch(done, np.float32(value), None)
+
+        for i in range(count):
+            state, batch, loss = self.dispatch(state, batches, log)
+            pending.append((batch, loss))
+            if (i + 1) % SYNC_EVERY == 0:  # the group before this one; this one stays queued
+                if fetched:
+                    fetch(fetched)
+                fetched, pending = pending, []
+        if fetched or pending:  # the window's end: the rest, at once
+            fetch(fetched + pending)
         return state, batch
 
     def model_variables(self, state: TrainState):

@@ -1,6 +1,11 @@
 """Small helpers shared by the tests."""
 
+import contextlib
+import threading
+
+import jax
 import numpy as np
+from jax._src import array as jax_array
 
 from gns_jax.graph import CSRGraph, from_edges
 
@@ -75,3 +80,43 @@ def gnn_benchmark_npz(adj, attr, labels: np.ndarray) -> dict:
         attr_shape=np.array(attr.shape),
         labels=labels,
     )
+
+
+class HostSyncs:
+    """Counts the main thread's host synchronisations while :meth:`watching`:
+    ``jax.block_until_ready`` and ``jax.device_get`` (one each, whatever the tree) and every other
+    wait for a device array or read of its value on the host (``np.asarray``, ``float``,
+    ``.item()``, ...). Other threads (the input thread's) are not counted."""
+
+    def __init__(self):
+        self.count, self._inside = 0, False
+
+    def _counted(self, fn):
+        def wrapper(*args, **kwargs):
+            if threading.current_thread() is not threading.main_thread() or self._inside:
+                return fn(*args, **kwargs)
+            self.count, self._inside = self.count + 1, True
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._inside = False
+
+        return wrapper
+
+    @contextlib.contextmanager
+    def watching(self):
+        impl = jax_array.ArrayImpl
+        patched = [
+            (jax, "block_until_ready", self._counted(jax.block_until_ready)),
+            (jax, "device_get", self._counted(jax.device_get)),
+            (impl, "block_until_ready", self._counted(impl.block_until_ready)),
+            (impl, "_value", property(self._counted(impl._value.fget))),
+        ]
+        saved = [(owner, name, owner.__dict__[name]) for owner, name, _ in patched]
+        try:
+            for owner, name, value in patched:
+                setattr(owner, name, value)
+            yield self
+        finally:
+            for owner, name, value in saved:
+                setattr(owner, name, value)

@@ -1,7 +1,7 @@
 """Data-parallel checks, run by ``tests/test_parallel.py`` in a fresh Python with several CPU
 devices (``XLA_FLAGS=--xla_force_host_platform_device_count=4``; the test process has one).
 
-    python tests/parallel_worker.py step|train|resume [ARGS]
+    python tests/parallel_worker.py step|train|resume|syncs [ARGS]
 
 prints one JSON object on its last line of stdout.
 """
@@ -214,6 +214,37 @@ def check_resume() -> dict:
     }
 
 
+def check_syncs() -> dict:
+    """Two devices: the main thread's host synchronisations of one more epoch (1 and 3 epochs
+    of 12 global batches of the tiny synthetic graph), and the same with a wait in every step."""
+    from helpers import HostSyncs
+
+    from gns_jax.data import synthetic
+    from gns_jax.step import Stepper
+
+    dataset = synthetic(np.random.default_rng(0), nodes=600, degree=8, features=16, classes=4)
+    config = TrainConfig(sampler="ns", devices=2, batch_size=4, fanouts=(4, 3), hidden=32)
+
+    def per_epoch() -> float:
+        counts = []
+        for epochs in (1, 3):
+            with HostSyncs().watching() as syncs:
+                fit(dataset, config.replace(epochs=epochs), quiet=True, evaluate_model=False)
+            counts.append(syncs.count)
+        return (counts[1] - counts[0]) / 2
+
+    ahead = per_epoch()
+    dispatch = Stepper.dispatch
+
+    def waiting(self, state, batches, log):  # the defect: a wait in every step
+        state, batch, loss = dispatch(self, state, batches, log)
+        jax.block_until_ready(state)
+        return state, batch, loss
+
+    Stepper.dispatch = waiting
+    return {"per_epoch": ahead, "waiting_per_epoch": per_epoch(), "steps": 12}
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "step":
@@ -223,6 +254,8 @@ if __name__ == "__main__":
         result = check_train(sys.argv[2], counts, int(sys.argv[4]))
     elif what == "resume":
         result = check_resume()
+    elif what == "syncs":
+        result = check_syncs()
     else:
         raise SystemExit(f"unknown check {what}")
     print(json.dumps(result))

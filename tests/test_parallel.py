@@ -20,6 +20,7 @@ import pytest
 from gns_jax.config import TrainConfig
 from gns_jax.errors import ConfigError
 from gns_jax.parallel import resolve_devices
+from gns_jax.step import SYNC_EVERY
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = ROOT / "tests" / "parallel_worker.py"
@@ -151,6 +152,14 @@ def test_a_parallel_run_resumes_from_its_checkpoint_exactly():
     assert out["resumed_from"] > 0
     assert out["resumed"] == out["straight"]
     assert out["test"][0] == out["test"][1]
+
+
+def test_the_data_parallel_loop_dispatches_ahead():
+    """Two devices: at most one host synchronisation every SYNC_EVERY steps on the main thread,
+    and the count sees a wait put into every step."""
+    out = _worker("syncs", devices=2)
+    assert out["per_epoch"] <= out["steps"] // SYNC_EVERY + 1, out
+    assert out["waiting_per_epoch"] > out["steps"] // SYNC_EVERY + 1, out
 
 
 def test_device_options_are_checked_before_training():
