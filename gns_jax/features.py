@@ -13,6 +13,11 @@ small jitted ``assemble`` then builds the fixed ``[max_src, F]`` float32 input o
 so the step's shapes never depend on the data: it compiles once, and the assembler once per row
 bucket (a handful per run, reported). Node-wise
 sampling passes no cache: every input row comes from the host.
+
+On JAX's CPU backend, where the device is the host, that assembly would be a second copy of every
+row: there (from a float32 store) each row is written once, on the host, straight into its slot
+of a fresh aligned buffer that becomes the device array without a copy
+(:meth:`FeatureLoader._load_in_place`); the same array, the same bytes counted.
 """
 
 from __future__ import annotations
@@ -146,6 +151,16 @@ def _assemble(rows, rank, src_nodes, slots, cache_rows):
     return jnp.where(cached[:, None], cache_rows[slots], from_host)
 
 
+def _zero_rows(out: np.ndarray, mask: np.ndarray) -> None:
+    """``out[mask] = 0``, by runs of rows (padding slots come in a few runs)."""
+    edges = np.flatnonzero(np.diff(mask.astype(np.int8), prepend=0, append=0))
+    if edges.shape[0] > 128:
+        out[mask] = 0
+        return
+    for a, b in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
+        out[a:b] = 0
+
+
 def _aligned_empty(shape: tuple[int, int], dtype: np.dtype, align: int = 64) -> np.ndarray:
     """An uninitialised array whose data starts on an ``align``-byte boundary, which lets JAX's
     CPU backend use it in place (``device_put`` without a copy)."""
@@ -163,10 +178,20 @@ class FeatureLoader:
       meter: counts the bytes put, under the tag ``"features"``.
       means: the neighbour means (:func:`neighbour_means`), for input slots that hold
         ``num_nodes + v`` (the exact input layer); None otherwise.
+      in_place: on JAX's CPU backend, build every batch's input in place on the host (one
+        write of every row; see :meth:`_load_in_place`); False: the accelerator's path
+        everywhere (the same numbers).
     """
 
-    def __init__(self, features: np.ndarray, meter: TransferMeter, means: np.ndarray | None = None):
+    def __init__(
+        self,
+        features: np.ndarray,
+        meter: TransferMeter,
+        means: np.ndarray | None = None,
+        in_place: bool = True,
+    ):
         self.features = features
+        self.in_place = in_place
         self.means = means
         # Rows cross as stored when float16 (half the bytes), as float32 otherwise.
         self._dtype = np.dtype(np.float16 if features.dtype == np.float16 else np.float32)
@@ -217,6 +242,8 @@ class FeatureLoader:
             return self._load(src_nodes, cache, watch, device)
 
     def _load(self, src_nodes, cache, watch, device) -> tuple[jax.Array, int, int]:
+        if self._in_place(device):
+            return self._load_in_place(src_nodes, cache, watch, device)
         with watch("gather"):
             if cache is None:
                 slots, cache_rows = self._empty_cache(src_nodes, device)
@@ -236,18 +263,69 @@ class FeatureLoader:
             rank = np.zeros(size, dtype=np.int32)
             rank[:n] = wanted_rank
             buffer = self._buffer(size)  # rows n: are never read (assemble masks them)
-            own = int(np.searchsorted(ordered, self.features.shape[0]))  # then mean rows
-            counter = self.meter.page_cache
-            take_rows(self.features, ordered[:own], buffer[:own], counter)
-            if own < n:
-                means = ordered[own:] - self.features.shape[0]
-                take_rows(self.means, means, buffer[own:n], counter)
+            self._take(ordered, buffer[:n], None)
         with watch("h2d"):
             rows, rank = self.meter.put((buffer, rank), tag="features", device=device)
             x = self._assemble(rows, rank, src_nodes, slots, cache_rows)
             x = jax.block_until_ready(x)
             del rows  # the buffer is free again (on a CPU device, `rows` is the buffer itself)
         return x, int(np.count_nonzero(ids >= 0)), int(wanted.shape[0])
+
+    def _in_place(self, device) -> bool:
+        """Whether a batch for ``device`` is built in place: on JAX's CPU backend, from a float32
+        store (no conversion), unless turned off (``in_place``)."""
+        device = device or self.meter.device or jax.devices()[0]
+        return (
+            self.in_place
+            and device.platform == "cpu"
+            and self.features.dtype == np.float32
+            and (self.means is None or self.means.dtype == np.float32)
+        )
+
+    def _load_in_place(self, src_nodes, cache, watch, device) -> tuple[jax.Array, int, int]:
+        """The CPU backend's load: every row of the ``[max_src, F]`` input written once, on the
+        host, straight into a fresh 64-byte aligned buffer that the device array then uses in
+        place (``device_put`` without a copy; the array keeps the buffer alive). Host rows are
+        read in node-id order and written to their slots, cached rows read from the cache's
+        own memory (the device's is the host's), padding rows zeroed: the same array, bit for
+        bit, as :meth:`_load`'s assembly on the device, which is a second pass over every row.
+        The bytes counted are those :meth:`_load` puts."""
+        with watch("gather"):
+            ids = np.asarray(jax.device_get(src_nodes))
+            out = _aligned_empty((ids.shape[0], self.features.shape[1]), np.float32)
+            missing = ids >= 0
+            if cache is not None:
+                slot_host = np.asarray(jax.device_get(_slots(cache.slot_of, src_nodes)))
+                cached = slot_host < cache.features.shape[0] - 1
+                missing &= ~cached
+                at = np.flatnonzero(cached).astype(np.int32)
+                rows = np.asarray(cache.features)  # the CPU device's memory: no copy
+                take_rows(rows, slot_host[at], out, positions=at)
+            where = np.flatnonzero(missing).astype(np.int32)
+            ordered, wanted_rank = sorted_order(ids[where], self._scratch)
+            positions = np.empty(where.shape[0], np.int32)
+            positions[wanted_rank] = where  # ordered[j] goes to input slot positions[j]
+            self._take(ordered, out, positions)
+            _zero_rows(out, ids < 0)
+        with watch("h2d"):
+            size = bucket(where.shape[0])
+            nbytes = size * (self.features.shape[1] * self._dtype.itemsize + 4)
+            x = self.meter.put(out, tag="features", device=device, nbytes=nbytes)
+            x = jax.block_until_ready(x)
+        return x, int(np.count_nonzero(ids >= 0)), int(where.shape[0])
+
+    def _take(self, ordered: np.ndarray, out: np.ndarray, positions: np.ndarray | None) -> None:
+        """Rows ``ordered`` (ascending; ids from ``num_nodes`` on are neighbour-mean rows) into
+        ``out`` (at ``positions``, or in order)."""
+        own = int(np.searchsorted(ordered, self.features.shape[0]))  # then mean rows
+        counter = self.meter.page_cache
+        at = (lambda a, b: None) if positions is None else (lambda a, b: positions[a:b])
+        head = out if positions is not None else out[:own]
+        take_rows(self.features, ordered[:own], head, counter, at(0, own))
+        if own < ordered.shape[0]:
+            means = ordered[own:] - self.features.shape[0]
+            tail = out if positions is not None else out[own:]
+            take_rows(self.means, means, tail, counter, at(own, ordered.shape[0]))
 
     def _buffer(self, size: int) -> np.ndarray:
         """The first ``size`` rows of this loader's host buffer, 64-byte aligned, reused from

@@ -48,16 +48,25 @@ def take_rows(
     ids: np.ndarray,
     out: np.ndarray,
     page_cache: PageCacheCounter | None = None,
+    positions: np.ndarray | None = None,
 ) -> None:
     """``out[:] = store[ids]`` (converting to ``out``'s dtype), split over up to four threads
     (one per 8,192 rows; the native gather and NumPy's ``take`` release the GIL). From a store
     beyond memory (:func:`gns_jax.data.dataset.beyond_memory`), by :func:`read_from_disk`.
     ``page_cache`` counts the rows read from a mapped file and how many were in the page cache,
-    all of them before any is read (a loader passes its ``TransferMeter.page_cache``)."""
+    all of them before any is read (a loader passes its ``TransferMeter.page_cache``).
+
+    ``positions`` (int32, one per id, distinct): ``out[positions] = store[ids]`` instead, the
+    rows read in the order of ``ids`` and each written to its own row of ``out`` (the loader's
+    rows, read in id order, written straight to their input slots); ``out`` of the same dtype."""
+    if positions is not None:
+        if positions.shape != ids.shape or out.dtype != store.dtype:
+            raise ValueError("positions: one per id, into an out of the store's dtype")
+        positions = np.ascontiguousarray(positions, dtype=np.int32)
     if beyond_memory(store):
-        return read_from_disk(store, ids, out, page_cache=page_cache)
+        return read_from_disk(store, ids, out, page_cache=page_cache, positions=positions)
     parts = min(_GATHER_THREADS, ids.shape[0] // _GATHER_SPLIT)
-    _split(_pool("gather", _GATHER_THREADS), parts, store, ids, out, page_cache)
+    _split(_pool("gather", _GATHER_THREADS), parts, store, ids, out, page_cache, positions)
 
 
 def read_from_disk(
@@ -66,6 +75,7 @@ def read_from_disk(
     out: np.ndarray,
     parts: int | None = None,
     page_cache: PageCacheCounter | None = None,
+    positions: np.ndarray | None = None,
 ):
     """``out[:] = store[ids]`` over up to :data:`IO_READERS` threads (``parts`` pieces; default
     one per 256 rows, at most one per thread). Each thread waits on one page fault at a time, so
@@ -73,7 +83,7 @@ def read_from_disk(
     32, 10,000 with 128)."""
     if parts is None:
         parts = min(IO_READERS, ids.shape[0] // _IO_SPLIT)
-    _split(_pool("io", IO_READERS), parts, store, ids, out, page_cache)
+    _split(_pool("io", IO_READERS), parts, store, ids, out, page_cache, positions)
 
 
 def copy_rows(source: np.ndarray, out: np.ndarray) -> None:
@@ -166,15 +176,18 @@ def _bounds(n: int, parts: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
 
 
-def _split(pool: ThreadPoolExecutor, parts: int, store, ids, out, page_cache=None) -> None:
+def _split(pool, parts: int, store, ids, out, page_cache=None, positions=None) -> None:
     if parts < 2:
         if page_cache is not None:
             page_cache.count(store, ids)  # rows of a mapped file: were they in the page cache?
-        return _take_part(store, ids, out)
+        return _take_part(store, ids, out, positions)
     bounds = _bounds(ids.shape[0], parts)
     if page_cache is not None:  # every piece counted before any piece is read
         _pieces(pool, bounds, lambda a, b: page_cache.count(store, ids[a:b]))
-    _pieces(pool, bounds, lambda a, b: _take_part(store, ids[a:b], out[a:b]))
+    if positions is None:
+        _pieces(pool, bounds, lambda a, b: _take_part(store, ids[a:b], out[a:b]))
+    else:
+        _pieces(pool, bounds, lambda a, b: _take_part(store, ids[a:b], out, positions[a:b]))
 
 
 def _pieces(pool: ThreadPoolExecutor, bounds: list[tuple[int, int]], work) -> None:
@@ -188,10 +201,29 @@ def _pieces(pool: ThreadPoolExecutor, bounds: list[tuple[int, int]], work) -> No
             job.result()
 
 
-def _take_part(store: np.ndarray, ids: np.ndarray, out: np.ndarray) -> None:
+def _scatter_part(store, ids, out, positions, checked: bool) -> None:
+    """``out[positions] = store[ids]``: natively when it can, else NumPy's take into a block a
+    time and a scatter of the block."""
+    source = np.asarray(store)
+    kernel = native.take_rows_to_kernel(ids.dtype) if checked else None
+    if kernel is not None and source.flags.c_contiguous and out.flags.c_contiguous:
+        ids = np.ascontiguousarray(ids)
+        row_bytes = source.itemsize * int(np.prod(source.shape[1:]))
+        pointer = ids.ctypes.data_as(kernel.argtypes[1])
+        kernel(source.ctypes.data, pointer, ids.shape[0], row_bytes, out.ctypes.data,
+               positions.ctypes.data_as(kernel.argtypes[5]))  # fmt: skip
+        return
+    for a in range(0, ids.shape[0], _CONVERT_ROWS):
+        b = min(ids.shape[0], a + _CONVERT_ROWS)
+        out[positions[a:b]] = np.take(source, ids[a:b], axis=0)
+
+
+def _take_part(store: np.ndarray, ids: np.ndarray, out: np.ndarray, positions=None) -> None:
     n = ids.shape[0]
     # In range: no per-index check, and `out` written directly (mode="raise" buffers it).
     checked = n > 0 and ids.dtype.kind in "iu" and ids.min() >= 0 and ids.max() < store.shape[0]
+    if positions is not None:
+        return _scatter_part(store, ids, out, positions, checked)
     if not checked:  # empty, or let NumPy raise or wrap negative ids as it always did
         if store.dtype == out.dtype:
             np.take(store, ids, axis=0, out=out)

@@ -30,10 +30,13 @@ class TransferMeter:
     #: the rows its loader's gathers read from memory-mapped files (shared with an IoMeter)
     page_cache: PageCacheCounter = dataclasses.field(default_factory=lambda: PageCacheCounter())
 
-    def put(self, tree, *, tag: str, device: jax.Device | None = None):
+    def put(self, tree, *, tag: str, device: jax.Device | None = None, nbytes: int | None = None):
         """``jax.device_put(tree)`` (to ``device``, default the meter's) with its bytes counted
-        under ``tag``."""
-        self.bytes_by_tag[tag] += sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(tree))
+        under ``tag`` (``nbytes`` of them when given: the logical bytes of a put that aliases a
+        larger host buffer)."""
+        if nbytes is None:
+            nbytes = sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(tree))
+        self.bytes_by_tag[tag] += nbytes
         self.puts_by_tag[tag] += 1
         return jax.device_put(tree, device or self.device)
 

@@ -59,6 +59,7 @@ __all__ = [
     "relabel",
     "sorted_order_kernel",
     "take_rows_kernel",
+    "take_rows_to_kernel",
 ]
 
 _TARGETS = {
@@ -215,6 +216,12 @@ def take_rows_kernel(id_dtype: np.dtype):
     return _host_function("take_rows", id_dtype)
 
 
+def take_rows_to_kernel(id_dtype: np.dtype):
+    """The native scattering gather ``out[positions[i]] = store[ids[i]]`` (int32 positions), or
+    None as for :func:`take_rows_kernel`."""
+    return _host_function("take_rows_to", id_dtype)
+
+
 def sorted_order_kernel(id_dtype: np.dtype):
     """The native bitmap sort (``native/gather.cc``) of distinct non-negative ids of
     ``id_dtype`` (int32 or int64), a ctypes function ``(ids, n, span, ordered, rank) -> int``
@@ -249,6 +256,10 @@ def _host_functions() -> dict[tuple[str, int], ctypes._CFuncPtr]:
         take.restype = None
         take.argtypes = [ctypes.c_void_p, ids, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
         functions["take_rows", size] = take
+        take_to = getattr(library, f"gns_take_rows_to_i{8 * size}")
+        take_to.restype = None
+        take_to.argtypes = take.argtypes + [ctypes.POINTER(ctypes.c_int32)]
+        functions["take_rows_to", size] = take_to
         order = getattr(library, f"gns_sorted_order_i{8 * size}")
         order.restype = ctypes.c_int
         order.argtypes = [ids, ctypes.c_int64, ctypes.c_int64, ids, ctypes.POINTER(ctypes.c_int32)]

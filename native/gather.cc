@@ -1,5 +1,6 @@
-// The host row gather of gns-jax's feature loader: out[i] = store[ids[i]], rows of a fixed
-// byte width, called through ctypes by gns_jax/gather.py (one call per thread's piece; ctypes
+// The host row gather of gns-jax's feature loader: out[i] = store[ids[i]] (or, given positions,
+// out[positions[i]] = store[ids[i]]: the rows read in id order written to their slots), rows of
+// a fixed byte width, called through ctypes by gns_jax/gather.py (one call per thread's piece; ctypes
 // releases the GIL). Plain C functions, no XLA: the rows are gathered on the host before they
 // are put on the device.
 //
@@ -39,8 +40,10 @@ namespace {
 constexpr int64_t PREFETCH_ROWS = 16;
 constexpr int64_t LINE = 64;
 
+// positions: nullptr (row i to out row i) or the out row of each row.
 template <typename Id>
-void TakeRows(const char* store, const Id* ids, int64_t n, int64_t row_bytes, char* out) {
+void TakeRows(const char* store, const Id* ids, int64_t n, int64_t row_bytes, char* out,
+              const int32_t* positions) {
 #if defined(__SSE2__)
   const bool stream = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
 #else
@@ -55,7 +58,7 @@ void TakeRows(const char* store, const Id* ids, int64_t n, int64_t row_bytes, ch
       }
     }
     const char* source = store + static_cast<int64_t>(ids[i]) * row_bytes;
-    char* target = out + i * row_bytes;
+    char* target = out + (positions ? static_cast<int64_t>(positions[i]) : i) * row_bytes;
 #if defined(__SSE2__)
     if (stream) {
       const __m128i* s = reinterpret_cast<const __m128i*>(source);
@@ -189,13 +192,25 @@ int gns_sorted_order_i64(const int64_t* ids, int64_t n, int64_t span, int64_t* o
 // out[i * row_bytes ...] = store[ids[i] * row_bytes ...] for i < n; int32 ids.
 void gns_take_rows_i32(const void* store, const int32_t* ids, int64_t n, int64_t row_bytes,
                        void* out) {
-  TakeRows(static_cast<const char*>(store), ids, n, row_bytes, static_cast<char*>(out));
+  TakeRows(static_cast<const char*>(store), ids, n, row_bytes, static_cast<char*>(out), nullptr);
 }
 
 // The same with int64 ids.
 void gns_take_rows_i64(const void* store, const int64_t* ids, int64_t n, int64_t row_bytes,
                        void* out) {
-  TakeRows(static_cast<const char*>(store), ids, n, row_bytes, static_cast<char*>(out));
+  TakeRows(static_cast<const char*>(store), ids, n, row_bytes, static_cast<char*>(out), nullptr);
+}
+
+// out[positions[i] * row_bytes ...] = store[ids[i] * row_bytes ...] for i < n; int32 ids.
+void gns_take_rows_to_i32(const void* store, const int32_t* ids, int64_t n, int64_t row_bytes,
+                          void* out, const int32_t* positions) {
+  TakeRows(static_cast<const char*>(store), ids, n, row_bytes, static_cast<char*>(out), positions);
+}
+
+// The same with int64 ids.
+void gns_take_rows_to_i64(const void* store, const int64_t* ids, int64_t n, int64_t row_bytes,
+                          void* out, const int32_t* positions) {
+  TakeRows(static_cast<const char*>(store), ids, n, row_bytes, static_cast<char*>(out), positions);
 }
 
 }  // extern "C"

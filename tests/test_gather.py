@@ -6,9 +6,9 @@ import jax
 import numpy as np
 import pytest
 
-from gns_jax import gather, native
+from gns_jax import features, gather, native
 from gns_jax.data.dataset import advise_random
-from gns_jax.features import FeatureLoader
+from gns_jax.features import FeatureLoader, _aligned_empty
 from gns_jax.instrument import PageCacheCounter, TransferMeter, drop_from_page_cache
 from gns_jax.sampling.budget import bucket
 
@@ -123,7 +123,7 @@ def test_loader_buffer_reused_across_batches_keeps_every_input_right(tiny_datase
     past its end) and a larger one after it (the buffer grows) give the rows of their slots,
     and an earlier batch's input is not changed by a later load."""
     x = tiny_dataset.features.astype(np.float32)
-    loader = FeatureLoader(x, TransferMeter())
+    loader = FeatureLoader(x, TransferMeter(), in_place=False)  # the accelerator's path
     rng = np.random.default_rng(6)
     inputs, expected = [], []
     for size in (300, 40, 500):
@@ -233,3 +233,60 @@ def test_native_page_cache_count_is_numpys(page, id_dtype):
     pointer = ids.ctypes.data_as(kernel.argtypes[1])
     got = kernel(vec.ctypes.data, pointer, ids.size, offset, row_bytes, page)
     assert got == want and 0 < want < ids.size
+
+
+@pytest.mark.parametrize("kernel", ["native", "numpy"])
+@pytest.mark.parametrize("id_dtype", [np.int32, np.int64])
+def test_scattering_gather_writes_each_row_to_its_position(monkeypatch, kernel, id_dtype):
+    """``take_rows(..., positions=)``: row i of ``ids`` lands in row ``positions[i]`` of ``out``
+    and no other row of ``out`` is touched, over one thread or several, natively or not."""
+    if kernel == "native" and not native.available():
+        pytest.skip("gns_jax._native was not built")
+    if kernel == "numpy":
+        monkeypatch.setattr(native, "take_rows_to_kernel", lambda dtype: None)
+    monkeypatch.setattr(gather, "_GATHER_SPLIT", 97)
+    rng = np.random.default_rng(8)
+    store = rng.normal(size=(3000, 100)).astype(np.float32)
+    ids = np.sort(rng.choice(3000, 1000, replace=False)).astype(id_dtype)
+    positions = rng.permutation(1500)[:1000].astype(np.int32)
+    out = _aligned_empty((1500, 100), np.float32)
+    out[:] = np.nan
+    gather.take_rows(store, ids, out, positions=positions)
+    np.testing.assert_array_equal(out[positions], store[ids])
+    untouched = np.setdiff1d(np.arange(1500), positions)
+    assert np.isnan(out[untouched]).all()
+
+
+def test_a_cpu_batch_is_written_once_and_used_in_place(monkeypatch, tiny_dataset):
+    """On the CPU backend the device array of a batch's input is the host buffer its rows were
+    gathered into (no copy by the put, no assembly on the device); later loads leave it alone.
+    An unaligned buffer, which the put has to copy, is seen."""
+    if jax.devices()[0].platform != "cpu":
+        pytest.skip("the in-place path is the CPU backend's")
+    x = tiny_dataset.features.astype(np.float32)
+    made = []
+
+    def spy(shape, dtype, align=64):
+        made.append(_aligned_empty(shape, dtype, align))
+        return made[-1]
+
+    monkeypatch.setattr(features, "_aligned_empty", spy)
+    loader = FeatureLoader(x, TransferMeter())
+    rng = np.random.default_rng(9)
+    ids = np.concatenate([rng.permutation(x.shape[0])[:300], -np.ones(60, np.int64)])
+    got, _, _ = loader.load(jax.device_put(ids.astype(np.int32)))
+    assert loader.compilations == 0  # nothing assembled on the device
+    assert got.unsafe_buffer_pointer() == made[-1].ctypes.data
+    first = np.asarray(got).copy()
+    loader.load(jax.device_put(rng.permutation(ids).astype(np.int32)))
+    np.testing.assert_array_equal(np.asarray(got), first)
+
+    def unaligned(shape, dtype, align=64):  # the defect: a buffer the put must copy
+        raw = _aligned_empty((shape[0] * shape[1] + 1,), dtype, align)
+        made.append(raw[1:].reshape(shape))
+        return made[-1]
+
+    monkeypatch.setattr(features, "_aligned_empty", unaligned)
+    copied, _, _ = loader.load(jax.device_put(ids.astype(np.int32)))
+    assert copied.unsafe_buffer_pointer() != made[-1].ctypes.data
+    np.testing.assert_array_equal(np.asarray(copied), first)

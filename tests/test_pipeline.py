@@ -65,9 +65,13 @@ def test_prefetching_changes_no_number(tiny_dataset, sampler):
     assert 0 <= ahead["input_wait_fraction"] <= 1
 
 
+@pytest.mark.parametrize("in_place", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 @pytest.mark.parametrize("cached", [False, True])
-def test_loaded_inputs_are_the_rows_of_the_slots(tiny_dataset, tmp_path, dtype, cached):
+def test_loaded_inputs_are_the_rows_of_the_slots(tiny_dataset, tmp_path, dtype, cached, in_place):
+    """In memory and memory-mapped, with and without a cache, built in place on the host (the CPU
+    backend's path; float32 stores) or assembled on the device (an accelerator's path): the
+    rows of the slots, zeros in padding, the same bytes counted."""
     from gns_jax.cache import build_device_cache, cache_distribution, draw_cache
 
     x = tiny_dataset.features.astype(dtype)
@@ -84,8 +88,8 @@ def test_loaded_inputs_are_the_rows_of_the_slots(tiny_dataset, tmp_path, dtype, 
         cache, _ = build_device_cache(graph, x.astype(np.float32), snap)
     src = jax.device_put(ids)
     meters = TransferMeter(), TransferMeter()
-    a, real_a, moved_a = FeatureLoader(x, meters[0]).load(src, cache)
-    b, real_b, moved_b = FeatureLoader(mapped, meters[1]).load(src, cache)
+    a, real_a, moved_a = FeatureLoader(x, meters[0], in_place=in_place).load(src, cache)
+    b, real_b, moved_b = FeatureLoader(mapped, meters[1], in_place=in_place).load(src, cache)
     a, b = np.asarray(a), np.asarray(b)
     np.testing.assert_array_equal(a, b)
     assert a.dtype == np.float32
