@@ -23,12 +23,23 @@ feature gather; and a PyG ``GraphSAGE`` training epoch of the same size against 
 With ``--dgl`` it also times DGL 2.1 on the same saved folder (a ``--dataset`` that is not one is
 saved to a temporary folder first), fan-outs, batch size and seed batches, through
 ``experiments/dgl_side.py`` run by ``.venv-dgl/bin/python`` (``make peers``; DGL needs torch < 2.3
-and NumPy 1, so it has a venv of its own and never imports gns_jax): per batch DGL's
-``NeighborSampler.sample_blocks`` and ``x.index_select`` (its input side), and a training batch of
-a GraphSAGE of ``dgl.nn.SAGEConv`` layers, one a fan-out. DGL runs before and after our
-measurements (both runs reported, with their mean); our NS's and GNS's input side (sample,
-gather, h2d) is timed in line the same way, once after each DGL run, with torch and DGL on as
-many threads as JAX has cores.
+and NumPy 1, so it has a venv of its own and never imports gns_jax), with torch and DGL on as many
+threads as JAX has cores, in ``--rounds`` interleaved rounds before our training rounds: each
+round one DGL run, then our input side in line, with the 1-minute load average at the round's
+start and end. DGL's input side is its ``DataLoader`` as DGL's examples use it
+(``NeighborSampler(..., prefetch_node_feats=["feat"], prefetch_labels=["label"])``,
+``num_workers=0``, the seed batches in order), per batch from asking its iterator for the batch to
+having its input features and labels; also reported, its ``sample_blocks`` and ``index_select``
+in line, and a training batch of a GraphSAGE of ``dgl.nn.SAGEConv`` layers, one a fan-out. Ours
+(:func:`input_side_inline`): NS's and the first GNS's sample, gather and h2d per batch (and the
+whole batch, from asking the loader for it to having its input and labels: ``loop``) over the
+second epoch of a loader without a prefetch thread or a train step, each configuration twice,
+with its FeatureLoader's input built in place (the default) and with ``in_place = False`` (the
+device assembly: before and after for h2d). The report gives each round (with its load averages)
+and the medians over the rounds, with our batches per second (sample + gather + h2d) against
+DGL's DataLoader's (ratios of the medians, and per round; > 1: gns-jax faster), and the training
+batch against DGL's. ``--input-only`` (with ``--dgl``) leaves out the training comparison (ours
+and DGL's): the input sides alone, in a few minutes.
 
     python -m experiments.bench_epoch --dataset PATH_OR_SPEC --batches 20 --rounds 3 \\
         --out experiments/results/bench_epoch
@@ -377,53 +388,86 @@ def dgl_seeds(subset, args) -> np.ndarray:
     return order[: args.batches * args.batch_size].reshape(args.batches, args.batch_size)
 
 
-def input_side_inline(subset, args) -> dict:
+def _inline_pass(subset, args, name: str, in_place: bool) -> dict:
+    """One loader of configuration ``name`` (``in_place``: its FeatureLoader's attribute), run
+    for two epochs (calibration, GNS's cache, every compilation), then its second epoch again,
+    timed: per batch, the mean of the phases ``sample``, ``gather`` and ``h2d`` (the loader's
+    stopwatch) and the wall time from asking the iterator for the batch to having its input and
+    labels on the device (``loop_s``, ``loop_median_s``)."""
+    config = inline_config(args, name)
+    loader = make_loader(
+        subset,
+        config,
+        make_sampler(subset, config),
+        prepare_features(subset, config),
+        TransferMeter(),
+    )
+    loader.feature_loader.in_place = in_place
+    for _ in loader.batches(0, 2):  # calibrates, draws the cache, compiles
+        pass
+    inputs = moved = 0
+    loop = []
+    start = time.perf_counter()
+    for batch in loader.batches(1, 2):  # the second epoch again: its shapes are compiled
+        jax.block_until_ready(batch.inputs)
+        loop.append(time.perf_counter() - start)
+        inputs += batch.num_inputs
+        moved += batch.rows_moved
+        start = time.perf_counter()
+    seconds = loader.watch.seconds
+    batches = max(loader.timed_batches, 1)
+    return dict(
+        split={k: seconds.get(k, 0.0) / batches for k in INPUT_PHASES},
+        input_nodes=inputs / batches,
+        rows_moved=moved / batches,
+        loop_s=float(np.mean(loop)),
+        loop_median_s=float(np.median(loop)),
+    )
+
+
+def input_side_inline(subset, args, flip: bool = False) -> dict:
     """Our input side in line, as DGL's is timed: per configuration (NS and the first GNS),
     seconds per batch of ``sample``, ``gather`` and ``h2d`` over the second epoch of a loader
     without a prefetch thread or a train step. Two epochs first calibrate the budget, draw GNS's
     cache and compile every shape; the second epoch (the seed batches DGL gets) is then run
-    again and timed, so that no compilation (a new row bucket in the gather) is timed."""
+    again and timed, so that no compilation (a new row bucket in the gather) is timed.
+
+    Each configuration runs twice, in two loaders of the same seed (the same batches, cache and
+    calibration): with the FeatureLoader's default ``in_place`` (on JAX's CPU backend the input
+    is written once on the host into a buffer the device array uses without a copy) and with
+    ``in_place = False`` (``old``: rows gathered into a reused buffer, put, then assembled on
+    the device by a jitted gather), the default first unless ``flip``. A plain copy of the
+    default run's rows (:func:`plain_copy_s`) is timed right after it."""
     names = list(configurations(args))
     chosen = [names[0]] + [n for n in names if n.startswith("GNS")][:1]
     out = {}
     for name in chosen:
-        config = inline_config(args, name)
-        loader = make_loader(
-            subset,
-            config,
-            make_sampler(subset, config),
-            prepare_features(subset, config),
-            TransferMeter(),
-        )
-        for _ in loader.batches(0, 2):  # calibrates, draws the cache, compiles
-            pass
-        inputs = moved = 0
-        for batch in loader.batches(1, 2):  # the second epoch again: its shapes are compiled
-            inputs += batch.num_inputs
-            moved += batch.rows_moved
-        seconds = loader.watch.seconds
-        batches = max(loader.timed_batches, 1)
-        split = {k: seconds.get(k, 0.0) / batches for k in INPUT_PHASES}
-        copy_s = plain_copy_s(moved / batches, *row_bytes(subset.features))
+        runs, copy_s = {}, 0.0
+        for in_place in (False, True) if flip else (True, False):
+            runs[in_place] = _inline_pass(subset, args, name, in_place)
+            if in_place:  # the plain copy right after the default run
+                copy_s = plain_copy_s(runs[True]["rows_moved"], *row_bytes(subset.features))
         out[name] = dict(
-            split=split,
-            input_nodes=inputs / batches,
-            rows_moved=moved / batches,
+            runs[True],
             copy_s=copy_s,
-            gather_vs_copy=split["gather"] / copy_s,
+            gather_vs_copy=runs[True]["split"]["gather"] / copy_s,
+            old=runs[False],
         )
-        print(
-            f"in line {name:>10}: "
-            + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in split.items())
-            + f"; plain copy {1e3 * copy_s:.1f} ms",
-            file=sys.stderr,
-            flush=True,
-        )
+        for label, run in (("in place", runs[True]), ("device assembly", runs[False])):
+            print(
+                f"in line {name:>10} ({label}): "
+                + ", ".join(f"{k} {1e3 * v:.1f} ms" for k, v in run["split"].items())
+                + f"; loop {1e3 * run['loop_s']:.1f} ms"
+                + (f"; plain copy {1e3 * copy_s:.1f} ms" if run is runs[True] else ""),
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
-def run_dgl(folder: Path, seeds_file: Path, args) -> dict:
-    """One run of experiments/dgl_side.py in .venv-dgl; its JSON."""
+def run_dgl(folder: Path, seeds_file: Path, args, train: bool = True) -> dict:
+    """One run of experiments/dgl_side.py in .venv-dgl (``train``: with its GraphSAGE batches,
+    else ``--no-train``); its JSON."""
     n = threads()
     env = dict(os.environ, DGLBACKEND="pytorch", OMP_NUM_THREADS=str(n))
     env.pop("PYTHONPATH", None)  # nothing of this venv's
@@ -442,7 +486,7 @@ def run_dgl(folder: Path, seeds_file: Path, args) -> dict:
         str(n),
         "--seed",
         str(args.seed),
-    ]
+    ] + ([] if train else ["--no-train"])
     start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
@@ -456,46 +500,143 @@ def run_dgl(folder: Path, seeds_file: Path, args) -> dict:
         )
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["wall_s"] = time.perf_counter() - start
+    if not result.get("loader_same_seeds", True):
+        print("note: DGL's DataLoader did not yield the seed batches in order", file=sys.stderr)
     print(
-        f"DGL {result['dgl']}: sample {result['sample_ms']:.1f} ms, gather "
-        f"{result['gather_ms']:.1f} ms, {result['input_batches_per_s']:.2f} input batches/s, "
-        f"training batch {result['train_batch_s']:.3f} s",
+        f"DGL {result['dgl']}: DataLoader {result['loader_ms']:.1f} ms a batch (median "
+        f"{result['loader_median_ms']:.1f}), {result['loader_batches_per_s']:.2f} batches/s; "
+        f"in line: sample {result['sample_ms']:.1f} ms, gather {result['gather_ms']:.1f} ms"
+        + (
+            f"; training batch {result['train_batch_s']:.3f} s"
+            if result.get("train_batch_s") is not None
+            else ""
+        ),
         file=sys.stderr,
         flush=True,
     )
     return result
 
 
-def dgl_summary(dgl_runs: list[dict], inline: list[dict], ours: dict) -> dict:
-    """DGL's runs, our in-line input sides, and the ratios (> 1: gns-jax is faster)."""
+def dgl_rounds(subset, dataset, args, scratch: Path) -> list[dict]:
+    """``--rounds`` interleaved rounds: one DGL run, then our in-line input side; each round
+    with the 1-minute load average at its start and its end."""
+    folder = dgl_folder(dataset, args, scratch)
+    seeds_file = scratch / "seeds.npy"
+    np.save(seeds_file, dgl_seeds(subset, args).astype(np.int64))
+    rounds = []
+    for r in range(args.rounds):
+        load_start = os.getloadavg()[0]
+        dgl = run_dgl(folder, seeds_file, args, train=not args.input_only)
+        ours = input_side_inline(subset, args, flip=bool(r % 2))
+        load_end = os.getloadavg()[0]
+        print(
+            f"round {r + 1}/{args.rounds}: load {load_start:.2f} -> {load_end:.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+        rounds.append(dict(round=r, load_start=load_start, load_end=load_end, dgl=dgl, ours=ours))
+    return rounds
 
-    def mean(xs):
-        return float(np.mean(xs))
 
+def dgl_summary(rounds: list[dict], ours: dict | None) -> dict:
+    """DGL's runs and our in-line input sides, round by round and as medians over the rounds,
+    with the ratios (> 1: gns-jax is faster): our batches per second of sample + gather + h2d
+    (with the input in place, and ``old_``: with the device assembly) against DGL's
+    DataLoader's (ratios of the medians; ``input_ratios``: per round). With ``ours`` (the
+    training comparison of :func:`bench_ours`), also the training batch against DGL's."""
+
+    def med(xs):
+        return float(np.median(xs))
+
+    dgl_runs = [r["dgl"] for r in rounds]
+    inline = [r["ours"] for r in rounds]
+    trained = all(r.get("train_batch_s") is not None for r in dgl_runs)
     dgl = {
-        k: mean([r[k] for r in dgl_runs])
-        for k in ("sample_ms", "gather_ms", "input_ms", "train_batch_s", "train_step_ms")
+        k: med([r[k] for r in dgl_runs])
+        for k in (
+            "loader_ms",
+            "loader_median_ms",
+            "loader_batches_per_s",
+            "loader_input_nodes",
+            "sample_ms",
+            "gather_ms",
+            "input_ms",
+            "input_batches_per_s",
+            "input_nodes",
+        )
     }
-    dgl["input_batches_per_s"] = 1e3 / dgl["input_ms"]
-    dgl["input_nodes"] = mean([r["input_nodes"] for r in dgl_runs])
-    rows = {r["config"]: r for r in ours["rows"]}
-    configs = {}
-    for name in inline[0]:
-        split = {k: mean([run[name]["split"][k] for run in inline]) for k in INPUT_PHASES}
-        input_s = sum(split.values())
-        train = rows[name]
-        configs[name] = dict(
-            inline_ms={k: 1e3 * v for k, v in split.items()},
+    dgl["train_batch_s"] = med([r["train_batch_s"] for r in dgl_runs]) if trained else None
+    dgl["train_step_ms"] = med([r["train_step_ms"] for r in dgl_runs]) if trained else None
+
+    def side(run):  # one configuration's figures in one round
+        input_s = sum(run["split"][k] for k in INPUT_PHASES)
+        return dict(
+            inline_ms={k: 1e3 * run["split"][k] for k in INPUT_PHASES},
             input_ms=1e3 * input_s,
             input_batches_per_s=1 / input_s,
-            input_nodes=mean([run[name]["input_nodes"] for run in inline]),
-            training_split_ms={k: 1e3 * v for k, v in train["split"].items()},
-            train_batch_s=train["batch_s"],
-            input_ratio=(1 / input_s) / dgl["input_batches_per_s"],
-            copy_ms=1e3 * mean([run[name]["copy_s"] for run in inline]),
-            gather_vs_copy=mean([run[name]["gather_vs_copy"] for run in inline]),
-            train_ratio=dgl["train_batch_s"] / train["batch_s"],
+            loop_ms=1e3 * run["loop_s"],
         )
+
+    per_round = []
+    for r in rounds:
+        dgl_rate = r["dgl"]["loader_batches_per_s"]
+        figures = {}
+        for name, run in r["ours"].items():
+            new, old = side(run), side(run["old"])
+            figures[name] = dict(
+                input_batches_per_s=new["input_batches_per_s"],
+                old_input_batches_per_s=old["input_batches_per_s"],
+                input_ratio=new["input_batches_per_s"] / dgl_rate,
+                old_input_ratio=old["input_batches_per_s"] / dgl_rate,
+                h2d_ms=new["inline_ms"]["h2d"],
+                old_h2d_ms=old["inline_ms"]["h2d"],
+            )
+        per_round.append(
+            dict(
+                round=r["round"],
+                load_start=r["load_start"],
+                load_end=r["load_end"],
+                dgl_loader_ms=r["dgl"]["loader_ms"],
+                dgl_loader_median_ms=r["dgl"]["loader_median_ms"],
+                dgl_loader_batches_per_s=dgl_rate,
+                ours=figures,
+            )
+        )
+
+    rows = {} if ours is None else {r["config"]: r for r in ours["rows"]}
+    configs = {}
+    for name in inline[0]:
+        new = [side(run[name]) for run in inline]
+        old = [side(run[name]["old"]) for run in inline]
+        c = {}
+        for prefix, xs in (("", new), ("old_", old)):
+            c[f"{prefix}inline_ms"] = {
+                k: med([x["inline_ms"][k] for x in xs]) for k in INPUT_PHASES
+            }
+            c[f"{prefix}input_ms"] = med([x["input_ms"] for x in xs])
+            c[f"{prefix}input_batches_per_s"] = med([x["input_batches_per_s"] for x in xs])
+            c[f"{prefix}loop_ms"] = med([x["loop_ms"] for x in xs])
+            c[f"{prefix}input_ratio"] = (
+                c[f"{prefix}input_batches_per_s"] / dgl["loader_batches_per_s"]
+            )
+            c[f"{prefix}input_ratios"] = [
+                p["ours"][name][f"{prefix}input_ratio"] for p in per_round
+            ]
+        c.update(
+            input_ratio_vs_inline=c["input_batches_per_s"] / dgl["input_batches_per_s"],
+            input_nodes=med([run[name]["input_nodes"] for run in inline]),
+            rows_moved=med([run[name]["rows_moved"] for run in inline]),
+            copy_ms=1e3 * med([run[name]["copy_s"] for run in inline]),
+            gather_vs_copy=med([run[name]["gather_vs_copy"] for run in inline]),
+        )
+        if name in rows:
+            train = rows[name]
+            c.update(
+                training_split_ms={k: 1e3 * v for k, v in train["split"].items()},
+                train_batch_s=train["batch_s"],
+                train_ratio=(dgl["train_batch_s"] / train["batch_s"]) if trained else None,
+            )
+        configs[name] = c
     first = dgl_runs[0]
     return dict(
         dgl=first["dgl"],
@@ -503,14 +644,114 @@ def dgl_summary(dgl_runs: list[dict], inline: list[dict], ours: dict) -> dict:
         numpy=first["numpy"],
         threads=first["threads"],
         fanouts_dgl=first["fanouts_dgl"],
+        trained=trained and ours is not None,
         runs=dgl_runs,
         inline_runs=inline,
-        mean=dgl,
+        rounds=per_round,
+        median=dgl,
         ours=configs,
     )
 
 
 def dgl_markdown(d: dict) -> list[str]:
+    if "median" not in d:  # a run of before the interleaved rounds (reports/bench-dgl/)
+        return dgl_markdown_means(d)
+    m = d["median"]
+    names = list(d["ours"])
+    lines = [
+        "",
+        f"DGL {d['dgl']} (torch {d['torch']}, NumPy {d['numpy']}, {d['threads']} threads) "
+        f"against gns-jax, input side, in {len(d['rounds'])} interleaved rounds: each round one "
+        f"DGL run, then our loaders in line. DGL: `NeighborSampler({d['fanouts_dgl']}, "
+        "prefetch_node_feats=['feat'], prefetch_labels=['label'])` in "
+        "`dgl.dataloading.DataLoader(..., shuffle=False, num_workers=0)` over the same seed "
+        "batches, as DGL's examples run it, timed from asking its iterator for a batch to having "
+        "its input features and labels (its rows stay on the host); DGL in line: its "
+        "`sample_blocks` and `index_select`. gns-jax: sample + gather + h2d (phase times, no "
+        "train step running), h2d after (the input written in place on the host, used by the "
+        "device without a copy) and before (`in_place=False`: put, then assembled on the "
+        "device by a jitted gather); loop: the whole batch from asking for it to having it. "
+        "Load: the 1-minute load average at the round's start and end. Batches/s from the mean "
+        "ms per batch; ratios > 1: gns-jax faster.",
+        "",
+        "| round | load start | load end | DGL loader batches/s "
+        + "".join(f"| {n} batches/s after / before | {n} vs DGL after / before " for n in names)
+        + "|",
+        "|---|---|---|---" + "|---|---" * len(names) + "|",
+    ]
+    for r in d["rounds"]:
+        lines.append(
+            f"| {r['round'] + 1} | {r['load_start']:.2f} | {r['load_end']:.2f} "
+            f"| {r['dgl_loader_batches_per_s']:.2f} "
+            + "".join(
+                f"| {o['input_batches_per_s']:.2f} / {o['old_input_batches_per_s']:.2f} "
+                f"| {o['input_ratio']:.2f} / {o['old_input_ratio']:.2f} "
+                for o in (r["ours"][n] for n in names)
+            )
+            + "|"
+        )
+    lines += [
+        "",
+        "Medians over the rounds (ratios: of the medians); ms per batch.",
+        "",
+        "| side | input nodes | sample ms | gather ms | h2d ms | input ms | loop ms | batches/s "
+        "| vs DGL | h2d ms before | input ms before | batches/s before | vs DGL before |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| DGL DataLoader | {m['loader_input_nodes']:,.0f} | - | - | - | - "
+        f"| {m['loader_ms']:.1f} (median {m['loader_median_ms']:.1f}) "
+        f"| {m['loader_batches_per_s']:.2f} | 1.00 | - | - | - | - |",
+        f"| DGL in line | {m['input_nodes']:,.0f} | {m['sample_ms']:.1f} | {m['gather_ms']:.1f} "
+        f"| - | {m['input_ms']:.1f} | - | {m['input_batches_per_s']:.2f} "
+        f"| {m['input_batches_per_s'] / m['loader_batches_per_s']:.2f} | - | - | - | - |",
+    ]
+    for name, c in d["ours"].items():
+        i, o = c["inline_ms"], c["old_inline_ms"]
+        lines.append(
+            f"| gns-jax {name} | {c['input_nodes']:,.0f} | {i['sample']:.1f} | {i['gather']:.1f} "
+            f"| {i['h2d']:.1f} | {c['input_ms']:.1f} | {c['loop_ms']:.1f} "
+            f"| {c['input_batches_per_s']:.2f} | {c['input_ratio']:.2f} | {o['h2d']:.1f} "
+            f"| {c['old_input_ms']:.1f} | {c['old_input_batches_per_s']:.2f} "
+            f"| {c['old_input_ratio']:.2f} |"
+        )
+    lines += [
+        "",
+        "Input vs DGL, round by round: "
+        + "; ".join(
+            f"{name} after "
+            + ", ".join(f"{x:.2f}" for x in c["input_ratios"])
+            + " (before "
+            + ", ".join(f"{x:.2f}" for x in c["old_input_ratios"])
+            + ")"
+            for name, c in d["ours"].items()
+        )
+        + ".",
+    ]
+    if d.get("trained"):
+        lines += [
+            "",
+            "Training (medians): DGL's GraphSAGE batch (its in-line sample and gather, forward, "
+            "backward, Adam) against ours; train split: ms per batch of each phase in training "
+            "(with a prefetch above 0, our input side runs in its own thread, beside the step).",
+            "",
+            "| side | train: sample / gather / h2d / step ms | training batch s "
+            "| training vs DGL |",
+            "|---|---|---|---|",
+            f"| DGL | - / - / - / {m['train_step_ms']:.0f} | {m['train_batch_s']:.3f} | 1.00 |",
+        ]
+        for name, c in d["ours"].items():
+            t = c["training_split_ms"]
+            lines.append(
+                f"| gns-jax {name} | {t.get('sample', 0):.0f} / {t.get('gather', 0):.0f} / "
+                f"{t.get('h2d', 0):.0f} / {t.get('step', 0):.0f} | {c['train_batch_s']:.3f} "
+                f"| {c['train_ratio']:.2f} |"
+            )
+    return lines
+
+
+def dgl_markdown_means(d: dict) -> list[str]:
+    """The DGL table of a run of before the interleaved rounds (DGL before and after ours,
+    means; its JSON has ``mean``): kept so that ``experiments.regenerate bench-dgl`` rebuilds
+    the committed report."""
     m = d["mean"]
     runs = d["runs"]
     lines = [
@@ -547,11 +788,27 @@ def dgl_markdown(d: dict) -> list[str]:
 
 def markdown(result: dict) -> str:
     hw = result["hardware"]
-    ours = result["ours"]
-    lines = [
+    head = (
         f"Hardware: {hw['cpu']}, {hw['cores']} cores, {hw['memory_gib']} GiB; jax "
         f"{hw['jax']} ({hw['backend']}: {', '.join(hw['devices'])}); GLIBC_TUNABLES "
-        f"'{hw.get('glibc_tunables', '')}'.",
+        f"'{hw.get('glibc_tunables', '')}'."
+    )
+    if "ours" not in result:  # --dgl --input-only: the input sides alone, no training columns
+        a = result["args"]
+        lines = [
+            head,
+            f"Graph: {result['dataset']} ({result['num_nodes']:,} nodes, "
+            f"{result['num_edges']:,} directed edges, {result['num_features']} features); "
+            f"fan-outs {','.join(map(str, a['fanouts']))}, batch {a['batch_size']}; "
+            f"{a['batches']} timed batches x {a['rounds']} rounds; input side only "
+            "(`--input-only`: no training comparison).",
+        ]
+        if "dgl" in result:
+            lines += dgl_markdown(result["dgl"])
+        return "\n".join(lines) + "\n"
+    ours = result["ours"]
+    lines = [
+        head,
         f"Graph: {result['dataset']} ({result['num_nodes']:,} nodes, {result['num_edges']:,} "
         f"directed edges, {result['num_features']} features); fan-outs "
         f"{','.join(map(str, result['args']['fanouts']))}, batch {result['args']['batch_size']}, "
@@ -634,10 +891,19 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--dgl-python", type=Path, default=DGL_PYTHON, help="the interpreter of .venv-dgl"
     )
+    parser.add_argument(
+        "--input-only",
+        action="store_true",
+        help="with --dgl: compare the input sides only (no training comparison, no DGL training)",
+    )
     parser.add_argument("--out", type=Path, default=Path("experiments/results/bench_epoch"))
     args = parser.parse_args(argv)
     if args.batches < 1 or args.rounds < 1 or args.batch_size < 1:
         parser.error("--batches, --rounds and --batch-size must be positive")
+    if args.input_only and not args.dgl:
+        parser.error("--input-only goes with --dgl")
+    if args.input_only and args.pyg:
+        parser.error("--pyg compares training too: it does not go with --input-only")
     if args.dgl:
         check_dgl_python(args)  # before anything is measured
     hw = environment()
@@ -658,19 +924,13 @@ def main(argv=None) -> int:
         hardware=hw,
         copy_cold_caches=True,  # plain_copy_s sweeps the caches before each timed copy
     )
-    with tempfile.TemporaryDirectory(prefix="bench_epoch_dgl_") as scratch:
-        if args.dgl:  # DGL, our input side, our training rounds, our input side, DGL again
-            subset = timed_subset(dataset, args)
-            folder = dgl_folder(dataset, args, Path(scratch))
-            seeds_file = Path(scratch) / "seeds.npy"
-            np.save(seeds_file, dgl_seeds(subset, args).astype(np.int64))
-            dgl_runs = [run_dgl(folder, seeds_file, args)]
-            inline = [input_side_inline(subset, args)]
+    if args.dgl:  # interleaved rounds: DGL, then our input side; then our training rounds
+        with tempfile.TemporaryDirectory(prefix="bench_epoch_dgl_") as scratch:
+            rounds = dgl_rounds(timed_subset(dataset, args), dataset, args, Path(scratch))
+    if not args.input_only:
         result["ours"] = bench_ours(dataset, args)
-        if args.dgl:
-            inline.append(input_side_inline(subset, args))
-            dgl_runs.append(run_dgl(folder, seeds_file, args))
-            result["dgl"] = dgl_summary(dgl_runs, inline, result["ours"])
+    if args.dgl:
+        result["dgl"] = dgl_summary(rounds, result.get("ours"))
     if args.pyg:
         result["pyg"] = bench_pyg(dataset, args, result["ours"])
     args.out.mkdir(parents=True, exist_ok=True)

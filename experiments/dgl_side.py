@@ -1,4 +1,5 @@
-"""DGL's side of ``bench_epoch.py --dgl``: sampling, gather and a GraphSAGE batch, in DGL.
+"""DGL's side of ``bench_epoch.py --dgl``: DGL's DataLoader, its sampling and gather in line, a
+GraphSAGE batch.
 
 Runs in ``.venv-dgl`` (``make peers``: DGL 2.1.0, torch 2.1.2, NumPy 1), as a subprocess of
 ``experiments/bench_epoch.py``; it imports neither gns_jax nor JAX, and reads a folder written by
@@ -8,18 +9,33 @@ every node's in-neighbours, which is DGL's CSC: the graph is built from it as st
 
 The parent passes the seed batches (``--seeds``, an int ``[batches, batch_size]`` ``.npy``) and
 the fan-outs output layer first, as gns-jax lists them; DGL lists them input layer first, so
-``--fanouts 15,10,5`` is ``NeighborSampler([5, 10, 15])``. Per batch, in line:
+``--fanouts 15,10,5`` is ``NeighborSampler([5, 10, 15])``. Timed, in this order:
 
-* ``sample``: ``NeighborSampler(...).sample_blocks(g, seeds)``;
-* ``gather``: ``x.index_select(0, input_nodes)`` and the seeds' labels;
-* ``train``: the whole training batch (sample, gather, forward, backward, Adam) of a GraphSAGE
-  of ``len(fanouts)`` ``dgl.nn.SAGEConv(..., "mean")`` layers, ReLU between them.
+* ``loader`` (the input side, as DGL's own examples run it: ``examples/pytorch/graphsage/
+  node_classification.py``): the features and labels in ``g.ndata["feat"]`` and
+  ``g.ndata["label"]``, ``NeighborSampler(fanouts, prefetch_node_feats=["feat"],
+  prefetch_labels=["label"])`` and ``dgl.dataloading.DataLoader(g, seeds, sampler,
+  batch_size=B, shuffle=False, drop_last=False, num_workers=0, device="cpu")`` over the seed
+  batches concatenated, so that its batch ``i`` is ``seeds[i]`` (checked, untimed:
+  ``loader_same_seeds``). A batch is timed from asking the iterator for it to having
+  ``blocks[0].srcdata["feat"]`` and ``blocks[-1].dstdata["label"]`` in hand (an element of
+  each read); the first two batches of a first iterator are a warm-up, then a fresh iterator's
+  batches, all of them, are timed: mean and median ms per batch (``loader_ms``,
+  ``loader_median_ms``), ``loader_batches_per_s`` (from the mean) and the input nodes per batch
+  (``loader_input_nodes``);
+* in line, on the graph without ``ndata`` (the secondary split): ``sample``,
+  ``NeighborSampler(...).sample_blocks(g, seeds)``; ``gather``, ``x.index_select(0,
+  input_nodes)`` and the seeds' labels (``sample_ms``, ``gather_ms``, ``input_ms``,
+  ``input_batches_per_s``, ``input_nodes``: means);
+* ``train`` (unless ``--no-train``; then its keys are null): the whole training batch (the
+  in-line sample and gather, forward, backward, Adam) of a GraphSAGE of ``len(fanouts)``
+  ``dgl.nn.SAGEConv(..., "mean")`` layers, ReLU between them.
 
-Two batches are run first as a warm-up (not timed). Prints one JSON object on stdout; notes go
-to stderr.
+The in-line and training phases each run two batches first as a warm-up (not timed), then every
+batch. Prints one JSON object on stdout; notes go to stderr.
 
     .venv-dgl/bin/python experiments/dgl_side.py --dataset DIR --seeds SEEDS.npy \\
-        --fanouts 15,10,5 --hidden 256 --threads 2
+        --fanouts 15,10,5 --hidden 256 --threads 2 [--no-train]
 """
 
 from __future__ import annotations
@@ -92,6 +108,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=0.003)
+    parser.add_argument(
+        "--no-train", action="store_true", help="time the input side only (no GraphSAGE batches)"
+    )
     args = parser.parse_args(argv)
 
     os.environ.setdefault("DGLBACKEND", "pytorch")  # no prompt, no ~/.dgl/config.json
@@ -100,7 +119,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     import dgl
     import dgl.nn as dglnn
-    from dgl.dataloading import NeighborSampler
+    from dgl.dataloading import DataLoader, NeighborSampler
 
     dgl.utils.set_num_threads(args.threads)  # DGL's OpenMP sampling threads
     torch.manual_seed(args.seed)
@@ -131,7 +150,46 @@ def main(argv=None) -> int:
 
     seeds = np.load(args.seeds, allow_pickle=False).astype(np.int64)
     batches = [torch.from_numpy(s) for s in seeds]
-    sampler = NeighborSampler(list(reversed(args.fanouts)))  # DGL: input layer first
+    fanouts = list(reversed(args.fanouts))  # DGL: input layer first
+
+    # DGL's DataLoader, as its examples use it: features and labels in g.ndata, prefetched.
+    g.ndata["feat"] = x
+    g.ndata["label"] = y
+    loader = DataLoader(
+        g,
+        torch.from_numpy(seeds.reshape(-1)),
+        NeighborSampler(fanouts, prefetch_node_feats=["feat"], prefetch_labels=["label"]),
+        batch_size=int(seeds.shape[1]),
+        shuffle=False,
+        drop_last=False,
+        num_workers=0,
+        device="cpu",
+    )
+
+    def touch(t):  # reads an element: the tensor is there
+        return t.reshape(-1)[-1].item()
+
+    it = iter(loader)
+    for _ in range(min(WARMUP, len(batches))):
+        _, _, blocks = next(it)
+        touch(blocks[0].srcdata["feat"])
+        touch(blocks[-1].dstdata["label"])
+    del it
+    loader_s, loader_inputs, same_seeds = [], [], True
+    it = iter(loader)
+    for s in batches:
+        t0 = time.perf_counter()
+        input_nodes, output_nodes, blocks = next(it)
+        touch(blocks[0].srcdata["feat"])
+        touch(blocks[-1].dstdata["label"])
+        loader_s.append(time.perf_counter() - t0)
+        loader_inputs.append(int(input_nodes.shape[0]))
+        same_seeds = same_seeds and torch.equal(output_nodes, s)
+    del it, loader, blocks
+    g.ndata.pop("feat")  # the in-line split and the training batches run on the bare graph
+    g.ndata.pop("label")
+
+    sampler = NeighborSampler(fanouts)
 
     def sample_and_gather(s):
         t0 = time.perf_counter()
@@ -151,26 +209,31 @@ def main(argv=None) -> int:
         gather.append(tg)
         inputs.append(k)
 
-    model = sage(torch, dglnn, x.shape[1], args.hidden, classes, len(args.fanouts))
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    train_batch_s = train_step_ms = None
+    if not args.no_train:
+        model = sage(torch, dglnn, x.shape[1], args.hidden, classes, len(args.fanouts))
+        opt = torch.optim.Adam(model.parameters(), lr=args.lr)
 
-    def train(s):
-        t0 = time.perf_counter()
-        blocks, xs, ys, *_ = sample_and_gather(s)
-        t1 = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(model(blocks, xs), ys)
-        loss.backward()
-        opt.step()
-        t2 = time.perf_counter()
-        return t2 - t0, t2 - t1
+        def train(s):
+            t0 = time.perf_counter()
+            blocks, xs, ys, *_ = sample_and_gather(s)
+            t1 = time.perf_counter()
+            opt.zero_grad()
+            loss = loss_fn(model(blocks, xs), ys)
+            loss.backward()
+            opt.step()
+            t2 = time.perf_counter()
+            return t2 - t0, t2 - t1
 
-    for s in batches[:WARMUP]:
-        train(s)
-    train_s, step_s = zip(*(train(s) for s in batches))
+        for s in batches[:WARMUP]:
+            train(s)
+        train_s, step_s = zip(*(train(s) for s in batches))
+        train_batch_s = float(np.mean(train_s))
+        train_step_ms = 1e3 * float(np.mean(step_s))
 
     sample_ms = 1e3 * float(np.mean(sample))
     gather_ms = 1e3 * float(np.mean(gather))
+    loader_ms = 1e3 * float(np.mean(loader_s))
     json.dump(
         dict(
             dgl=dgl.__version__,
@@ -178,18 +241,23 @@ def main(argv=None) -> int:
             numpy=np.__version__,
             threads=torch.get_num_threads(),
             dgl_threads=dgl.utils.get_num_threads(),
-            fanouts_dgl=list(reversed(args.fanouts)),
+            fanouts_dgl=fanouts,
             batches=len(batches),
             batch_size=int(seeds.shape[1]),
             read_s=read_s,
             graph_s=graph_s,
+            loader_ms=loader_ms,
+            loader_median_ms=1e3 * float(np.median(loader_s)),
+            loader_batches_per_s=1e3 / loader_ms,
+            loader_input_nodes=float(np.mean(loader_inputs)),
+            loader_same_seeds=bool(same_seeds),
             input_nodes=float(np.mean(inputs)),
             sample_ms=sample_ms,
             gather_ms=gather_ms,
             input_ms=sample_ms + gather_ms,
             input_batches_per_s=1e3 / (sample_ms + gather_ms),
-            train_batch_s=float(np.mean(train_s)),
-            train_step_ms=1e3 * float(np.mean(step_s)),
+            train_batch_s=train_batch_s,
+            train_step_ms=train_step_ms,
             peak_rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         ),
         sys.stdout,

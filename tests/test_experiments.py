@@ -305,3 +305,152 @@ def matplotlib_hex(rgba) -> str:
     from matplotlib.colors import to_hex
 
     return to_hex(rgba)
+
+
+# A stand-in for .venv-dgl's interpreter: runs no DGL, answers what experiments/dgl_side.py
+# answers (the keys bench_epoch reads), from the seed batches it is given, and logs its argv.
+FAKE_DGL = """#!{python}
+import json, sys
+from pathlib import Path
+import numpy as np
+
+argv = sys.argv[1:]
+with open({log!r}, "a") as log:
+    log.write(json.dumps(argv) + "\\n")
+value = dict(zip(argv[1::2], argv[2::2]))  # argv[0]: the dgl_side.py script
+assert (Path(value["--dataset"]) / "meta.json").is_file()
+seeds = np.load(value["--seeds"])
+train = "--no-train" not in argv
+run = len(Path({log!r}).read_text().splitlines())  # 1, 2, ...: DGL's pace drifts by run
+ms = 10.0 * run
+print("a note on stdout before the result")
+print(json.dumps(dict(
+    dgl="2.1.0", torch="2.1.2", numpy="1.26.4", threads=2, dgl_threads=2,
+    fanouts_dgl=[int(f) for f in reversed(value["--fanouts"].split(","))],
+    batches=int(seeds.shape[0]), batch_size=int(seeds.shape[1]), read_s=0.0, graph_s=0.0,
+    loader_ms=ms, loader_median_ms=ms - 1, loader_batches_per_s=1e3 / ms,
+    loader_input_nodes=500.0, loader_same_seeds=True, input_nodes=501.0,
+    sample_ms=ms / 2, gather_ms=ms / 4, input_ms=0.75 * ms, input_batches_per_s=1e3 / (0.75 * ms),
+    train_batch_s=0.2 if train else None, train_step_ms=150.0 if train else None,
+    peak_rss_gib=0.1,
+)))
+"""
+
+
+def _fake_dgl(tmp_path):
+    import sys
+
+    log = tmp_path / "dgl-argv.log"
+    fake = tmp_path / "fake-dgl-python"
+    fake.write_text(FAKE_DGL.format(python=sys.executable, log=str(log)))
+    fake.chmod(0o755)
+    return fake, log
+
+
+def test_bench_epoch_dgl_input_only_interleaves_rounds_with_a_stand_in(
+    tmp_path, capsys, monkeypatch
+):
+    """--dgl --input-only: rounds of one DGL run then our input side (in place and with the
+    device assembly), medians and ratios; no training comparison, no KeyError in the table."""
+    monkeypatch.setattr(bench_epoch, "CACHE_SWEEP_BYTES", 2**20)  # the copies' sweeps: small
+    fake, log = _fake_dgl(tmp_path)
+    spec = "synthetic:nodes=3000,degree=12,features=8,classes=3"
+    out = tmp_path / "out"
+    code = bench_epoch.main(
+        ["--dataset", spec, "--batches", "2", "--rounds", "2", "--batch-size", "64"]
+        + ["--fanouts", "5,3", "--hidden", "16", "--prefetch", "0", "--dgl", "--input-only"]
+        + ["--dgl-python", str(fake), "--out", str(out)]
+    )
+    assert code == 0
+    argvs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(argvs) == 2 and all("--no-train" in a for a in argvs)  # one DGL run a round
+    result = json.loads((out / "bench_epoch.json").read_text())
+    assert "ours" not in result and result["args"]["input_only"]
+    d = result["dgl"]
+    assert not d["trained"] and [r["round"] for r in d["rounds"]] == [0, 1]
+    assert [r["batch_size"] for r in d["runs"]] == [64, 64] and d["runs"][0]["batches"] == 2
+    for r in d["rounds"]:
+        assert r["load_start"] >= 0 and r["load_end"] >= 0
+    assert d["median"]["loader_batches_per_s"] == np.median([100.0, 50.0])
+    assert d["median"]["train_batch_s"] is None
+    assert set(d["ours"]) == {"NS", "GNS 1%"}
+    for name, c in d["ours"].items():
+        for prefix in ("", "old_"):
+            assert set(c[f"{prefix}inline_ms"]) == {"sample", "gather", "h2d"}
+            assert all(v > 0 for v in c[f"{prefix}inline_ms"].values())
+            rates = [
+                1 / sum((run[name]["old"] if prefix else run[name])["split"].values())
+                for run in d["inline_runs"]
+            ]
+            assert c[f"{prefix}input_batches_per_s"] == pytest.approx(np.median(rates))
+            assert c[f"{prefix}input_ratio"] == pytest.approx(
+                c[f"{prefix}input_batches_per_s"] / d["median"]["loader_batches_per_s"]
+            )
+            per_round = [rate / dgl for rate, dgl in zip(rates, (100.0, 50.0), strict=True)]
+            assert c[f"{prefix}input_ratios"] == pytest.approx(per_round)
+            assert c[f"{prefix}loop_ms"] > 0
+        assert "train_batch_s" not in c and c["copy_ms"] > 0
+        # the two loaders of a configuration see the same batches
+        for run in d["inline_runs"]:
+            assert run[name]["input_nodes"] == run[name]["old"]["input_nodes"]
+            assert run[name]["rows_moved"] == run[name]["old"]["rows_moved"]
+    text = (out / "bench_epoch.md").read_text()
+    assert "| round | load start | load end | DGL loader batches/s |" in text
+    assert "| 1 | " in text and "| 2 | " in text and "| gns-jax NS |" in text
+    assert "| DGL DataLoader |" in text and "h2d ms before" in text
+    assert "training batch s" not in text and "| config | s/batch |" not in text
+
+    # With the training comparison: DGL's training batches against ours (a stand-in `ours`).
+    rounds = [
+        dict(r, dgl=dict(run, train_batch_s=0.2 + 0.1 * i, train_step_ms=150.0), ours=inline)
+        for i, (r, run, inline) in enumerate(zip(d["rounds"], d["runs"], d["inline_runs"]))
+    ]
+    ours = {
+        "rows": [
+            {"config": name, "batch_s": 0.1, "split": {"sample": 0.01, "step": 0.05}}
+            for name in ("NS", "GNS 1%")
+        ]
+    }
+    trained = bench_epoch.dgl_summary(rounds, ours)
+    assert trained["trained"] and trained["median"]["train_batch_s"] == pytest.approx(0.25)
+    assert trained["ours"]["NS"]["train_ratio"] == pytest.approx(2.5)
+    assert trained["ours"]["NS"]["input_ratio"] == d["ours"]["NS"]["input_ratio"]
+    lines = "\n".join(bench_epoch.dgl_markdown(trained))
+    assert "| gns-jax GNS 1% | 10 / 0 / 0 / 50 | 0.100 | 2.50 |" in lines
+
+
+def test_bench_epoch_input_only_needs_dgl(capsys):
+    with pytest.raises(SystemExit):
+        bench_epoch.main(["--dataset", "cora", "--input-only"])
+    assert "--input-only goes with --dgl" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_dgl_side_times_dgls_dataloader_on_the_seed_batches(tmp_path):
+    """The real experiments/dgl_side.py in .venv-dgl (make peers), on a tiny saved folder."""
+    import os
+    import subprocess
+
+    if not bench_epoch.DGL_PYTHON.is_file():
+        pytest.skip(".venv-dgl is not built (make peers)")
+    from gns_jax.data.ondisk import save_dataset
+
+    data = load_dataset("synthetic:nodes=3000,degree=12,features=8,classes=3")
+    save_dataset(data, tmp_path / "saved")
+    seeds = np.random.default_rng(0).permutation(data.train_idx)[:150].reshape(3, 50)
+    np.save(tmp_path / "seeds.npy", seeds.astype(np.int64))
+    done = subprocess.run(
+        [str(bench_epoch.DGL_PYTHON), str(bench_epoch.DGL_SIDE), "--dataset"]
+        + [str(tmp_path / "saved"), "--seeds", str(tmp_path / "seeds.npy"), "--fanouts", "5,3"]
+        + ["--hidden", "8", "--threads", "1", "--no-train"],
+        env=dict(os.environ, DGLBACKEND="pytorch", OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["loader_same_seeds"] and result["batches"] == 3 and result["batch_size"] == 50
+    assert 0 < result["loader_median_ms"] and 0 < result["loader_ms"]
+    assert result["loader_batches_per_s"] == pytest.approx(1e3 / result["loader_ms"])
+    assert result["loader_input_nodes"] >= 50 and result["sample_ms"] > 0
+    assert result["fanouts_dgl"] == [3, 5] and result["train_batch_s"] is None
