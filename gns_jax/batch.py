@@ -23,11 +23,16 @@ class DeviceBatch(NamedTuple):
       x: float32 ``[max_src0, F]`` input features of ``blocks[0]``'s source slots (zero rows on
         padding).
       blocks: one :class:`~gns_jax.sampling.blocks.Block` per layer, input layer first.
-      labels: int32 ``[max_seeds]`` labels of the seed slots (padding slots read node 0's).
-      seed_mask: bool ``[max_seeds]``, True for real seeds.
+      labels: int32 ``[max_seeds]`` labels of the seed slots (padding slots read node 0's); for
+        link prediction float32 ``[P]``, 1 for a positive pair and 0 for a negative.
+      seed_mask: bool ``[max_seeds]``, True for real seeds; for link prediction ``[P]``, True
+        for real pairs.
+      pairs: None for node tasks; for link prediction int32 ``[P, 2]``, the seed slots of each
+        scored pair (:mod:`gns_jax.linkbatch`).
     """
 
     x: jax.Array
     blocks: tuple[Block, ...]
     labels: jax.Array
     seed_mask: jax.Array
+    pairs: jax.Array | None = None

@@ -62,18 +62,21 @@ from gns_jax.config import BUDGETS, TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import FeatureLoader, neighbour_means
+from gns_jax.linkbatch import EdgeSeeds, LinkSeeds
 from gns_jax.meters import TransferMeter
 from gns_jax.parallel import DataParallel
 from gns_jax.prefetch import Prefetcher
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.blocks import MiniBatch
 from gns_jax.sampling.budget import Budget, BudgetPolicy
+from gns_jax.sampling.exclude import exclude_targets
 from gns_jax.streams import (  # noqa: F401 - the stream ids, re-exported from their old home
     CACHE,
     CALIBRATE,
     DROPOUT,
     HEADS,
     INIT,
+    NEGATIVES,
     SAMPLE,
     SHUFFLE,
     Streams,
@@ -166,13 +169,17 @@ class Batch(NamedTuple):
 
 class _Lane(NamedTuple):
     """One shard of a batch as this process samples it: its seeds (unpadded, then padded on
-    ``device``) and its key."""
+    ``device``), its key, and for link prediction its pairs (:class:`LinkSeeds`)."""
 
     shard: int
     device: jax.Device | None
     ids: np.ndarray
     seeds: jax.Array
     key: jax.Array
+    link: LinkSeeds | None = None
+
+
+_exclude = jax.jit(exclude_targets, static_argnums=2)
 
 
 @jax.jit
@@ -313,6 +320,12 @@ class Loader:
       sampler: any :class:`~gns_jax.sampling.base.Sampler`, at its worst-case budget.
       parts: the loader's collaborators (:class:`LoaderParts`); None: built from ``options``.
       nodes: the seed nodes to iterate (default: the training nodes).
+      edges: link prediction: the training edges to iterate instead of nodes, with how
+        negatives are drawn (:class:`~gns_jax.linkbatch.EdgeSeeds`). A batch is then
+        ``B = sampler.batch_size // (2 + neg_ratio)`` positives and their negatives, its seeds
+        the pairs' distinct endpoints, its positives taken out of its message passing
+        (:func:`~gns_jax.sampling.exclude.exclude_targets`); ``Batch.inputs`` carries the pairs
+        (:class:`~gns_jax.batch.DeviceBatch`).
       shuffle: reshuffle ``nodes`` every epoch (training); False keeps their order (inference).
       name: what the log lines call the sampler.
       options: without ``parts``, what they are built from (:meth:`LoaderParts.build`):
@@ -357,6 +370,7 @@ class Loader:
         parts: LoaderParts | None = None,
         *,
         nodes: np.ndarray | None = None,
+        edges: EdgeSeeds | None = None,
         shuffle: bool = True,
         name: str = "sampler",
         **options,
@@ -365,7 +379,20 @@ class Loader:
             raise TypeError(f"Loader: {', '.join(options)} given beside parts (they build them)")
         self.dataset, self.sampler, self.name = dataset, sampler, name
         self.nodes = np.asarray(dataset.train_idx if nodes is None else nodes, dtype=np.int32)
-        if self.nodes.size == 0:
+        self.edges = edges
+        if edges is not None:
+            if nodes is not None:
+                raise ConfigError("edges", "a loader iterates nodes or edges, not both")
+            per, rest = divmod(sampler.batch_size, 2 + edges.neg_ratio)
+            if rest or per < 1:
+                raise ConfigError(
+                    "batch_size",
+                    f"a link sampler's batch is B * (2 + neg_ratio) seeds; {sampler.batch_size} "
+                    f"is not a multiple of {2 + edges.neg_ratio}",
+                )
+            self.link_batch = per  # positives a shard
+            self.nodes = np.zeros(0, np.int32)  # no seed nodes: edges
+        elif self.nodes.size == 0:
             raise ConfigError("nodes", "no seed nodes to iterate")
         self.shuffle = bool(shuffle)
         if parts is None:
@@ -376,8 +403,10 @@ class Loader:
         self.prefetch, self.log = int(parts.prefetch), parts.log
         self.shards = 1 if self.parallel is None else self.parallel.shards
         self.lanes = _lanes(self.parallel)  # (shard, device) of this process's shards
-        self.batch_size = sampler.batch_size * self.shards  # seeds of a (global) batch
-        self.num_batches = -(-self.nodes.shape[0] // self.batch_size)
+        per = sampler.batch_size if edges is None else self.link_batch
+        self.batch_size = per * self.shards  # seeds (link: positives) of a (global) batch
+        items = self.nodes.shape[0] if edges is None else edges.num_edges
+        self.num_batches = -(-items // self.batch_size)
         devices = [device for _, device in self.lanes]
         self._labels = {d: self.meter.put(dataset.labels, tag="labels", device=d) for d in devices}
         self.labels = self._labels[devices[0]]
@@ -455,9 +484,10 @@ class Loader:
 
     def order(self, epoch: int) -> np.ndarray:
         """The seed nodes in epoch ``epoch``'s order."""
+        items = self.nodes if self.edges is None else np.arange(self.edges.num_edges)
         if not self.shuffle:
-            return self.nodes
-        return self.streams.shuffle(epoch).permutation(self.nodes)
+            return items
+        return self.streams.shuffle(epoch).permutation(items)
 
     def epoch(self, epoch: int) -> Prefetcher:
         """The batches of one epoch (prefetched)."""
@@ -501,8 +531,18 @@ class Loader:
             x, num_inputs, rows[lane.shard] = self.feature_loader.load(
                 sample.input_nodes, self._cache_on(lane.device), self.watch, device=lane.device
             )
-            labels, mask = _seed_labels(self._labels[lane.device], lane.seeds)
-            parts.append(DeviceBatch(x, sample.blocks, labels, mask))
+            if lane.link is None:
+                labels, mask = _seed_labels(self._labels[lane.device], lane.seeds)
+                parts.append(DeviceBatch(x, sample.blocks, labels, mask))
+            else:
+                link = lane.link
+                labels, mask, pairs, targets = self.meter.put(
+                    (link.labels, link.mask, link.pairs, link.targets),
+                    tag="structure",
+                    device=lane.device,
+                )
+                blocks = _exclude(sample.blocks, targets, self.sampler.budget.max_seeds)
+                parts.append(DeviceBatch(x, blocks, labels, mask, pairs))
             inputs += num_inputs
         self.timed_batches += 1
         return Batch(
@@ -524,9 +564,14 @@ class Loader:
         """Shard ``shard`` of batch ``b`` on ``device``: its seeds, put there with ``counter``,
         and its key: ``fold_in(key, counter)`` of the sampler's (the calibration's) stream, and
         ``shard`` folded in too for a shard of a data-parallel batch."""
-        per = self.sampler.batch_size
+        per = self.sampler.batch_size if self.edges is None else self.link_batch
         start = b * self.batch_size + shard * per
         ids = order[start : min(start + per, (b + 1) * self.batch_size)]  # possibly none
+        link = None
+        if self.edges is not None:  # ids are edges: their pairs' endpoints are the seeds
+            rng = self.streams.negatives(counter, shard, calibration)
+            link = self.edges.batch(self.edges.edges[ids], rng, per)
+            ids = link.ids
         seeds, count = self.meter.put(
             (self.sampler.pad_seeds(ids), np.int32(counter)),
             tag="calibration" if calibration else "structure",
@@ -537,7 +582,7 @@ class Loader:
         if self.parallel is not None and not calibration:
             with jax.transfer_guard_host_to_device("allow"):
                 key = jax.random.fold_in(key, shard)
-        return _Lane(shard, device, ids, seeds, key)
+        return _Lane(shard, device, ids, seeds, key, link)
 
     def _calibration_samples(self, order: np.ndarray) -> Iterator[MiniBatch]:
         """The worst-case samples the budget is sized from (``budgets.calibration_samples``):

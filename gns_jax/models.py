@@ -27,7 +27,9 @@ from gns_jax import flat_random
 from gns_jax.features import SparseFeatures
 from gns_jax.sampling.blocks import Block
 
-__all__ = ["GraphSAGE", "SAGEConv", "dropout"]
+__all__ = ["DECODERS", "GraphSAGE", "LinkPredictor", "SAGEConv", "dropout"]
+
+DECODERS = ("dot", "mlp")
 
 
 def dropout(key: jax.Array | None, x: jax.Array, rate: float) -> jax.Array:
@@ -141,3 +143,57 @@ class GraphSAGE(nnx.Module):
         for i, (conv, block) in enumerate(zip(self.convs, blocks, strict=True)):
             h = conv(self.layer_input(i, h, key), block)
         return h
+
+
+class LinkPredictor(nnx.Module):
+    """Link prediction: an encoder of nodes and a decoder of node pairs.
+
+    The encoder is any model of the contract above (its output rows are the seed slots'
+    embeddings); :meth:`score` decodes pairs of rows into one logit a pair: ``dot``, the inner
+    product ``<h_u, h_v>``, or ``mlp``, a two-layer perceptron on the element-wise product
+    ``h_u * h_v`` (symmetric in ``u`` and ``v``, as OGB's link baselines use it). It offers
+    exact inference when the encoder does (:meth:`project` is the encoder's).
+
+    Args:
+      encoder: the node encoder (e.g. ``GraphSAGE((F, hidden, ..., hidden))``).
+      decoder: ``dot`` or ``mlp``.
+      dim: the embeddings' width (the ``mlp`` decoder's input).
+      rngs: the ``mlp`` decoder's initialisation.
+    """
+
+    def __init__(self, encoder: nnx.Module, decoder: str = "dot", *, dim: int = 0,
+                 rngs: nnx.Rngs | None = None):  # fmt: skip
+        if decoder not in DECODERS:
+            raise ValueError(f"decoder: one of {', '.join(DECODERS)}, got {decoder!r}")
+        self.encoder = encoder
+        self.decoder = decoder
+        if decoder == "mlp":
+            if rngs is None or dim < 1:
+                raise ValueError("the mlp decoder needs dim and rngs")
+            self.mlp = nnx.List([nnx.Linear(dim, dim, rngs=rngs), nnx.Linear(dim, 1, rngs=rngs)])
+        else:
+            self.mlp = None
+        if hasattr(encoder, "project"):
+            self.sparse_inputs = getattr(encoder, "sparse_inputs", False)
+
+    def __call__(
+        self, x: jax.Array, blocks: Sequence[Block], *, key: jax.Array | None = None
+    ) -> jax.Array:
+        """The seed slots' embeddings (the encoder's output)."""
+        return self.encoder(x, blocks, key=key)
+
+    def score(self, h: jax.Array, pairs: jax.Array) -> jax.Array:
+        """float32 ``[P]`` logits of the pairs ``pairs`` (int32 ``[P, 2]`` rows of ``h``)."""
+        a, b = h[pairs[:, 0]], h[pairs[:, 1]]
+        if self.mlp is None:
+            return jnp.sum(a * b, axis=-1)
+        hidden = jax.nn.relu(self.mlp[0](a * b))
+        return self.mlp[1](hidden)[:, 0]
+
+    @property
+    def num_layers(self) -> int:
+        return self.encoder.num_layers
+
+    def project(self, index: int, h) -> tuple[jax.Array, jax.Array]:
+        """The encoder's :meth:`GraphSAGE.project` (exact inference of the embeddings)."""
+        return self.encoder.project(index, h)

@@ -175,6 +175,8 @@ def parallel_train_step(state, batch, key_data, *, graphdef, tx, loss=None, task
     def loss_fn(params):
         model = nnx.merge(graphdef, params, state.rest, copy=True)
         logits = model(batch.x, batch.blocks, key=key)
+        if batch.pairs is not None:  # link prediction: one logit a pair
+            logits = model.score(logits, batch.pairs)
         rest = nnx.state(model, nnx.Not(nnx.Param))
         per_seed = loss(logits, batch.labels)
         return jnp.sum(per_seed * batch.seed_mask.astype(per_seed.dtype)), (logits, rest)

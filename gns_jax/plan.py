@@ -44,6 +44,7 @@ from gns_jax.cachestats import cache_statistics, sample_layer_sets
 from gns_jax.config import TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
+from gns_jax.streams import PLAN
 
 __all__ = [
     "BATCHES", "FRACTIONS", "MIN_CACHE_NODES", "NO_CACHED_LIMIT", "ROWS_LIMIT",
@@ -55,7 +56,7 @@ NO_CACHED_LIMIT = {1: 0.01, 2: 0.01, 3: 0.25}  # by the model's depth; deeper mo
 ROWS_LIMIT = 0.6
 MIN_CACHE_NODES = 1000  # expected distinct cached nodes: fewer learn more slowly (size study)
 BATCHES = 4  # sampled batches the statistics are averaged over
-PLAN_STREAM = 7  # the planner's own random stream of the run's seed (no other stream is used)
+PLAN_STREAM = PLAN  # the planner's own random stream of the run's seed (no other stream is used)
 
 
 def no_cached_limit(num_layers: int) -> float:

@@ -170,7 +170,10 @@ def train_step(
     task = task or Task("multiclass")
 
     def forward(model):
-        return model(batch.x, batch.blocks, key=key), None
+        h = model(batch.x, batch.blocks, key=key)
+        if batch.pairs is not None:  # link prediction: one logit a pair
+            h = model.score(h, batch.pairs)
+        return h, None
 
     loss_fn = batch_loss(graphdef, state.rest, forward, batch.labels, batch.seed_mask, loss)
     state, _, metrics = descend(state, loss_fn, tx, task, batch.labels, batch.seed_mask)

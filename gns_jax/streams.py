@@ -12,7 +12,12 @@ one draws:
 * dropout at optimiser step ``s`` (:mod:`gns_jax.step`):
   ``fold_in(fold_in(key(seed), DROPOUT), s)``;
 * the model's initialisation: ``fold_in(key(seed), INIT)``; the pipeline's local heads:
-  ``fold_in(key(seed), HEADS)``.
+  ``fold_in(key(seed), HEADS)``;
+* the cache-size planner's batches: ``PLAN`` (:mod:`gns_jax.cachestats`);
+* link prediction's negatives of batch ``t``, shard ``s``:
+  ``np.random.default_rng([seed, NEGATIVES, stream, 0, t, s])`` (calibration batch ``i``:
+  ``[seed, NEGATIVES, stream, 1, i, s]``);
+* the random edge split of link prediction: ``EDGE_SPLIT`` (:mod:`gns_jax.links`).
 
 :class:`Streams` holds a loader's: an evaluation loader passes ``stream=1`` (``1000 + stream``
 is folded into the base key of its sampler and calibration keys), which keeps its keys apart.
@@ -23,9 +28,22 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-__all__ = ["CACHE", "CALIBRATE", "DROPOUT", "HEADS", "INIT", "SAMPLE", "SHUFFLE", "Streams"]
+__all__ = [
+    "CACHE",
+    "CALIBRATE",
+    "DROPOUT",
+    "EDGE_SPLIT",
+    "HEADS",
+    "INIT",
+    "NEGATIVES",
+    "PLAN",
+    "SAMPLE",
+    "SHUFFLE",
+    "Streams",
+]
 
 SHUFFLE, SAMPLE, DROPOUT, INIT, CACHE, CALIBRATE, HEADS = range(7)  # one stream a purpose
+PLAN, NEGATIVES, EDGE_SPLIT = 7, 8, 9
 
 
 class Streams:
@@ -59,3 +77,10 @@ class Streams:
     def cache(self, epoch: int) -> np.random.Generator:
         """The generator of the cache drawn at epoch ``epoch``."""
         return np.random.default_rng([self.seed, CACHE, epoch])
+
+    def negatives(self, counter: int, shard: int, calibration: bool = False) -> np.random.Generator:
+        """The generator of the negatives of link batch ``counter`` (calibration sample
+        ``counter``), shard ``shard``."""
+        return np.random.default_rng(
+            [self.seed, NEGATIVES, self.stream, int(calibration), counter, shard]
+        )

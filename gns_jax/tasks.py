@@ -1,4 +1,5 @@
-"""The three node-classification tasks: their loss, probabilities, decisions and metrics.
+"""The tasks: three of node classification and link prediction; their loss, probabilities,
+decisions and metrics.
 
 * ``multiclass``: one class a node (int labels ``[N]``); softmax cross-entropy; probabilities
   are the softmax ``[n, C]``; the decision is the most probable class.
@@ -7,6 +8,9 @@
 * ``multilabel``: any number of labels a node (a 0/1 matrix ``[N, L]``, GraphSAINT's Yelp and
   Amazon); sigmoid binary cross-entropy, mean over the labels; probabilities are the sigmoids
   ``[n, L]``; a label is predicted when its probability exceeds 0.5.
+* ``link``: link prediction (:mod:`gns_jax.linkbatch`): one logit a node pair, 1 for an edge
+  and 0 for a negative; sigmoid binary cross-entropy a pair; the probability is the sigmoid.
+  It is never detected: ``--task link`` asks for it.
 
 The task is detected from the labels (:attr:`gns_jax.data.Dataset.task`: a label matrix is
 multi-label, two classes binary) and overridable (``--task``, :func:`resolve_task`): a
@@ -39,11 +43,12 @@ __all__ = [
     "Task",
     "masked_mean",
     "resolve_task",
+    "link_loss",
     "sigmoid_loss",
     "softmax_loss",
 ]
 
-TASKS = ("multiclass", "binary", "multilabel")
+TASKS = ("multiclass", "binary", "multilabel", "link")
 
 LossFn = Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -57,6 +62,11 @@ def sigmoid_loss(logits: jax.Array, labels: jax.Array) -> jax.Array:
     """Sigmoid binary cross-entropy a seed, averaged over its labels, ``[S]``, for 0/1 labels
     ``[S, L]``."""
     return jnp.mean(optax.sigmoid_binary_cross_entropy(logits, labels.astype(logits.dtype)), -1)
+
+
+def link_loss(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Sigmoid binary cross-entropy a pair, ``[P]``, for logits and 0/1 labels ``[P]``."""
+    return optax.sigmoid_binary_cross_entropy(logits, labels.astype(logits.dtype))
 
 
 def masked_mean(per_seed: jax.Array, mask: jax.Array) -> jax.Array:
@@ -80,24 +90,37 @@ class Task:
         return self.kind == "multilabel"
 
     @property
+    def link(self) -> bool:
+        return self.kind == "link"
+
+    @property
     def loss(self) -> LossFn:
-        """The task's default loss a seed."""
+        """The task's default loss a seed (a pair for ``link``)."""
+        if self.link:
+            return link_loss
         return sigmoid_loss if self.multilabel else softmax_loss
 
     def probabilities(self, logits: jax.Array) -> jax.Array:
-        """float32 probabilities from logits: softmax over classes, or a sigmoid a label."""
+        """float32 probabilities from logits: softmax over classes, or a sigmoid a label (a
+        pair)."""
         logits = jnp.asarray(logits, jnp.float32)
-        return jax.nn.sigmoid(logits) if self.multilabel else jax.nn.softmax(logits, axis=-1)
+        if self.multilabel or self.link:
+            return jax.nn.sigmoid(logits)
+        return jax.nn.softmax(logits, axis=-1)
 
     def correct(self, logits: jax.Array, labels: jax.Array) -> jax.Array:
-        """Whether each seed's decision is right, ``[S]`` (multi-label: every label right)."""
+        """Whether each seed's (pair's) decision is right, ``[S]`` (multi-label: every label
+        right)."""
+        if self.link:
+            return (logits > 0) == (labels > 0.5)
         if self.multilabel:
             return jnp.all((logits > 0) == (labels > 0), axis=-1)
         return jnp.argmax(logits, -1) == labels
 
     def decide(self, prob: np.ndarray) -> np.ndarray:
-        """Predictions from probabilities: int32 classes ``[n]``, or an int8 0/1 ``[n, L]``."""
-        if self.multilabel:
+        """Predictions from probabilities: int32 classes ``[n]``, or an int8 0/1 ``[n, L]``
+        (``[n]`` for pairs)."""
+        if self.multilabel or self.link:
             return (np.asarray(prob) > 0.5).astype(np.int8)
         return np.argmax(prob, -1).astype(np.int32)
 
@@ -136,6 +159,8 @@ def resolve_task(name: str, dataset: Dataset) -> tuple[Task, Dataset]:
     if name == "auto":
         return Task(dataset.task), dataset
     task = Task(name)
+    if task.link:  # scores edges: the node labels are not read
+        return task, dataset
     if task.multilabel and not dataset.multilabel:
         labels = np.full((dataset.num_nodes, dataset.num_classes), -1, np.int8)
         known = dataset.labels >= 0
