@@ -33,10 +33,12 @@ from gns_jax.errors import ConfigError
 
 __all__ = [
     "BUDGETS",
+    "DECODERS",
     "DISTRIBUTIONS",
     "EVAL_FANOUT",
     "EVAL_MODES",
     "METRIC_CHOICES",
+    "NEGATIVES",
     "PARALLEL",
     "FEATURE_NORMS",
     "RESUMABLE",
@@ -54,8 +56,13 @@ __all__ = [
 
 SAMPLERS = ("gns", "ns", "ladies")
 EVAL_MODES = ("auto", "exact", "sampled")
-METRIC_CHOICES = ("auto", "accuracy", "f1_micro", "f1_macro", "roc_auc")  # gns_jax.metrics
-TASK_CHOICES = ("auto", "multiclass", "binary", "multilabel")  # gns_jax.tasks
+METRIC_CHOICES = (  # gns_jax.metrics; the last two for link prediction
+    "auto", "accuracy", "f1_micro", "f1_macro", "roc_auc", "average_precision", "mrr",
+)  # fmt: skip
+TASK_CHOICES = ("auto", "multiclass", "binary", "multilabel", "link")  # gns_jax.tasks
+NEGATIVES = ("uniform", "degree", "in-batch")  # link prediction's negatives (gns_jax.linkbatch)
+DECODERS = ("dot", "mlp")  # link prediction's decoders (gns_jax.models.LinkPredictor)
+EDGE_SPLIT = "0.85,0.05,0.10"  # link prediction's default random edge split
 PARALLEL = ("data", "pipeline")  # gns_jax.parallel, gns_jax.pipeline
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
 FEATURE_NORMS = ("auto", "row", "none")
@@ -94,6 +101,7 @@ GROUPS = (
     "input side",
     "checkpoints",
     "several devices (--parallel data: --batch-size is the global batch)",
+    "link prediction (--task link)",
 )
 
 
@@ -227,9 +235,10 @@ class TrainConfig:
     )
     task: str = _option(
         "auto",
-        "multiclass (softmax cross-entropy), binary (the same, scored by ROC-AUC) or multilabel "
-        "(a sigmoid cross-entropy a label); auto: detected from the labels (a 0/1 label matrix "
-        "is multi-label, two classes binary)",
+        "multiclass (softmax cross-entropy), binary (the same, scored by ROC-AUC), multilabel "
+        "(a sigmoid cross-entropy a label) or link (link prediction: edges against negatives, "
+        "--batch-size edges a batch); auto: detected from the labels (a 0/1 label matrix is "
+        "multi-label, two classes binary)",
         "training",
         choices=TASK_CHOICES,
     )
@@ -348,9 +357,43 @@ class TrainConfig:
     )
     split_seed: int | None = _option(
         None,
-        "seed of the random 20/30-per-class split of datasets without a stored split "
-        "(unset: --seed)",
+        "seed of the random 20/30-per-class split of datasets without a stored split, and of "
+        "link prediction's random edge split (unset: --seed)",
         "data",
+    )
+    edge_split: str = _option(
+        EDGE_SPLIT,
+        "train,val,test fractions of a seeded random split of the graph's edges, or an .npz "
+        "with train_pos, val_pos, val_neg, test_pos and test_neg ([M, 2] node pairs); "
+        "validation and test edges leave the training graph",
+        "link prediction (--task link)",
+        metavar="F,F,F|FILE",
+    )
+    neg_ratio: int = _option(
+        1, "negatives drawn per positive edge in training", "link prediction (--task link)"
+    )
+    negatives: str = _option(
+        "uniform",
+        "how training negatives (u, v') are drawn: uniform v', v' by degree, or in-batch (the "
+        "other positives' v)",
+        "link prediction (--task link)",
+        choices=NEGATIVES,
+    )
+    decoder: str = _option(
+        "dot",
+        "scores a node pair from its embeddings: dot (inner product) or mlp (a two-layer "
+        "perceptron on their element-wise product)",
+        "link prediction (--task link)",
+        choices=DECODERS,
+    )
+    hits_k: int = _option(
+        50, "K of Hits@K (the JSON's test_hits@K)", "link prediction (--task link)"
+    )
+    rank_negatives: int = _option(
+        100,
+        "fixed negatives per validation and test edge (seeded, the same for every model) that "
+        "Hits@K and MRR rank it against",
+        "link prediction (--task link)",
     )
 
     # -- the rules ----------------------------------------------------------------------------
@@ -370,7 +413,8 @@ class TrainConfig:
                 "eval_fanouts",
                 f"one per layer: {len(self.fanouts)} (as fanouts), got {len(self.eval_fanouts)}",
             )
-        positive = ("epochs", "batch_size", "hidden", "eval_every", "cache_refresh")
+        positive = ("epochs", "batch_size", "hidden", "eval_every", "cache_refresh", "neg_ratio")
+        positive += ("hits_k", "rank_negatives")
         for name in (*positive, "ladies_nodes", "devices", "stage_queue"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be a positive integer, got {getattr(self, name)}")
@@ -392,6 +436,18 @@ class TrainConfig:
         _check_choice("eval_mode", self.eval_mode, EVAL_MODES)
         _check_choice("metric", self.metric, METRIC_CHOICES)
         _check_choice("task", self.task, TASK_CHOICES)
+        _check_choice("negatives", self.negatives, NEGATIVES)
+        _check_choice("decoder", self.decoder, DECODERS)
+        if self.task == "link":
+            if self.parallel == "pipeline":
+                raise ConfigError("parallel", "link prediction trains with --parallel data")
+            if self.eval_mode == "sampled":
+                raise ConfigError("eval_mode", "link prediction evaluates exactly (auto, exact)")
+            if self.metric in ("f1_micro", "f1_macro"):
+                raise ConfigError("metric", "link prediction: accuracy, roc_auc, "
+                                  "average_precision or mrr")  # fmt: skip
+        elif self.metric in ("average_precision", "mrr"):
+            raise ConfigError("metric", f"{self.metric} is a metric of --task link")
         if self.cache_fraction == "auto":
             if self.sampler != "gns":
                 raise ConfigError("cache_fraction", "auto is for --sampler gns")

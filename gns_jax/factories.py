@@ -11,6 +11,7 @@ command's defaults calls the same function and gets the same object. They are in
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -22,9 +23,10 @@ from gns_jax.config import EVAL_FANOUT, TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
 from gns_jax.features import normalize_rows
+from gns_jax.linkbatch import EdgeSeeds
 from gns_jax.loader import Loader, LoaderParts
 from gns_jax.meters import TransferMeter
-from gns_jax.models import GraphSAGE
+from gns_jax.models import GraphSAGE, LinkPredictor
 from gns_jax.parallel import DataParallel, resolve_devices
 from gns_jax.sampling.base import Sampler
 from gns_jax.sampling.gns import GNSSampler
@@ -38,6 +40,8 @@ __all__ = [
     "check_memory",
     "eval_fanouts",
     "feature_norm",
+    "make_edge_seeds",
+    "make_edge_split",
     "make_evaluator",
     "make_loader",
     "make_model",
@@ -109,12 +113,40 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(optax.add_decayed_weights(config.weight_decay), optax.adam(config.lr))
 
 
-def make_model(dataset: Dataset, config: TrainConfig, key: jax.Array) -> GraphSAGE:
-    """The command's model: GraphSAGE ``(F, hidden, ..., classes)``, one layer per fan-out."""
+def make_model(dataset: Dataset, config: TrainConfig, key: jax.Array) -> nnx.Module:
+    """The command's model: GraphSAGE ``(F, hidden, ..., classes)``, one layer per fan-out; for
+    link prediction a :class:`~gns_jax.models.LinkPredictor` of GraphSAGE ``(F, hidden, ...,
+    hidden)`` and ``config.decoder``."""
     dims = (dataset.num_features, *([config.hidden] * (len(config.fanouts) - 1)))
+    if config.task == "link":
+        encoder = GraphSAGE((*dims, config.hidden), dropout_rate=config.dropout,
+                            rngs=nnx.Rngs(params=key))  # fmt: skip
+        decoder_key = jax.random.fold_in(key, 1)
+        return LinkPredictor(encoder, config.decoder, dim=config.hidden,
+                             rngs=nnx.Rngs(params=decoder_key))  # fmt: skip
     return GraphSAGE(
         (*dims, dataset.num_classes), dropout_rate=config.dropout, rngs=nnx.Rngs(params=key)
     )
+
+
+def make_edge_split(dataset: Dataset, config: TrainConfig):
+    """Link prediction's :class:`~gns_jax.links.EdgeSplit` of ``dataset``'s edges: a random one
+    by ``config.edge_split``'s fractions (seed ``split_seed``, else ``seed``), or the user's
+    ``.npz`` (a bad file is one DatasetError naming it)."""
+    from gns_jax.links import load_edge_split, parse_edge_split, random_edge_split
+
+    seed = config.seed if config.split_seed is None else config.split_seed
+    text = config.edge_split
+    if text.endswith(".npz") or Path(text).is_file():
+        return load_edge_split(text, dataset.graph, config.rank_negatives, seed)
+    return random_edge_split(dataset.graph, parse_edge_split(text), seed, config.rank_negatives)
+
+
+def make_edge_seeds(dataset: Dataset, config: TrainConfig, split) -> EdgeSeeds:
+    """The training edges of ``split`` as a link loader iterates them, with ``config``'s
+    negatives (degrees: those of ``dataset``'s graph, the training graph)."""
+    return EdgeSeeds(split.train_pos, dataset.num_nodes, config.neg_ratio, config.negatives,
+                     degrees=dataset.graph.degrees())  # fmt: skip
 
 
 def make_loader(
@@ -125,12 +157,13 @@ def make_loader(
     meter: TransferMeter | None = None,
     log: Callable[[str], None] | None = None,
     parallel: DataParallel | None = None,
+    edges: EdgeSeeds | None = None,
 ) -> Loader:
-    """The training loader of ``config`` (shuffled training nodes; ``parallel`` for
-    data-parallel batches over its mesh): its parts built from the config
-    (:meth:`~gns_jax.loader.LoaderParts.from_config`)."""
+    """The training loader of ``config`` (shuffled training nodes, or the training ``edges``
+    of link prediction; ``parallel`` for data-parallel batches over its mesh): its parts built
+    from the config (:meth:`~gns_jax.loader.LoaderParts.from_config`)."""
     parts = LoaderParts.from_config(dataset, config, sampler, features, meter, log, parallel)
-    return Loader(dataset, sampler, parts)
+    return Loader(dataset, sampler, parts, edges=edges)
 
 
 def eval_fanouts(config: TrainConfig) -> tuple[int, ...]:

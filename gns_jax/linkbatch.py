@@ -24,11 +24,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gns_jax.config import NEGATIVES
 from gns_jax.errors import ConfigError
 
 __all__ = ["NEGATIVES", "EdgeSeeds", "LinkSeeds", "max_pairs", "max_seeds"]
-
-NEGATIVES = ("uniform", "degree", "in-batch")
 
 
 def max_pairs(batch_size: int, neg_ratio: int) -> int:

@@ -40,6 +40,8 @@ __all__ = [
     "default_metric",
     "f1_macro",
     "f1_micro",
+    "hits_at_k",
+    "mrr",
     "roc_auc",
     "score",
     "task_metrics",
@@ -127,6 +129,54 @@ def average_precision(scores: np.ndarray, positive: np.ndarray) -> float | None:
     recall = tp / n_pos
     precision = tp / seen
     return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def _link_ranks(pos_scores: np.ndarray, neg_scores: np.ndarray) -> np.ndarray:
+    """float64 ``[M]``: the rank of each positive among its own negatives, OGB's tie rule
+    ``1 + (#{neg > pos} + #{neg >= pos}) / 2`` (a tie counts one half)."""
+    pos = np.asarray(pos_scores, dtype=np.float64)
+    neg = np.asarray(neg_scores, dtype=np.float64)
+    if pos.ndim != 1 or neg.ndim != 2 or neg.shape[0] != pos.shape[0]:
+        raise ValueError(
+            f"positive scores {pos.shape} need negative scores [M, K], got {neg.shape}"
+        )
+    above = np.count_nonzero(neg > pos[:, None], axis=1)
+    at_least = np.count_nonzero(neg >= pos[:, None], axis=1)
+    return 1.0 + 0.5 * (above + at_least)
+
+
+def hits_at_k(pos_scores: np.ndarray, neg_scores: np.ndarray, k: int) -> float | None:
+    """Hits@K of link prediction: the share of positives ranked within the top ``k`` among their
+    own negatives (OGB's ranking protocol, ogbl-citation2: a positive's rank is
+    ``1 + (#{neg > pos} + #{neg >= pos}) / 2``, so a tie with one negative ranks 1.5).
+
+    Args:
+      pos_scores: ``[M]``, the score of each positive pair.
+      neg_scores: ``[M, K]``, the scores of each positive's own negatives.
+      k: the cut-off, a positive integer.
+
+    Returns:
+      ``mean(rank <= k)``; None without positives.
+    """
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 1:
+        raise ValueError(f"hits_at_k: k must be a positive integer, got {k!r}")
+    ranks = _link_ranks(pos_scores, neg_scores)
+    return float(np.mean(ranks <= k)) if ranks.size else None
+
+
+def mrr(pos_scores: np.ndarray, neg_scores: np.ndarray) -> float | None:
+    """Mean reciprocal rank of link prediction: ``mean(1 / rank)``, each positive ranked among
+    its own negatives with OGB's tie rule (:func:`hits_at_k`).
+
+    Args:
+      pos_scores: ``[M]``, the score of each positive pair.
+      neg_scores: ``[M, K]``, the scores of each positive's own negatives.
+
+    Returns:
+      The mean reciprocal rank; None without positives.
+    """
+    ranks = _link_ranks(pos_scores, neg_scores)
+    return float(np.mean(1.0 / ranks)) if ranks.size else None
 
 
 def roc_auc(prob: np.ndarray, labels: np.ndarray) -> float | None:

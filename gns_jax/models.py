@@ -24,12 +24,11 @@ import jax.numpy as jnp
 from flax import nnx
 
 from gns_jax import flat_random
+from gns_jax.config import DECODERS
 from gns_jax.features import SparseFeatures
 from gns_jax.sampling.blocks import Block
 
 __all__ = ["DECODERS", "GraphSAGE", "LinkPredictor", "SAGEConv", "dropout"]
-
-DECODERS = ("dot", "mlp")
 
 
 def dropout(key: jax.Array | None, x: jax.Array, rate: float) -> jax.Array:

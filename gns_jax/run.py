@@ -18,16 +18,20 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 import optax
 from flax import nnx
 
 from gns_jax.checkpoint import RunCheckpoints, class_name, dataset_identity
 from gns_jax.config import RESUMABLE, TrainConfig
 from gns_jax.data import Dataset
+from gns_jax.errors import ConfigError
 from gns_jax.evaluate import Evaluator, resolve_eval_mode
 from gns_jax.factories import (
     check_memory,
     feature_norm,
+    make_edge_seeds,
+    make_edge_split,
     make_evaluator,
     make_loader,
     make_model,
@@ -38,6 +42,8 @@ from gns_jax.factories import (
     prepare_features,
 )
 from gns_jax.hooks import Checkpointing, Evaluation, Hook, Publish, Report
+from gns_jax.linkbatch import EdgeSeeds, max_seeds
+from gns_jax.linkeval import LinkEvaluator
 from gns_jax.loader import Loader
 from gns_jax.meters import TransferMeter
 from gns_jax.parallel import DataParallel
@@ -82,7 +88,7 @@ class Run:
     stepper: StepperLike
     graphdef: nnx.GraphDef
     state: Any
-    evaluator: Evaluator | None
+    evaluator: Evaluator | LinkEvaluator | None
     checkpoints: RunCheckpoints | None
     record: RunRecord
     io_meter: IoMeter
@@ -160,17 +166,28 @@ def build_run(
     log = log or (lambda line: None)
     io_meter = IoMeter()  # disk reads and memory from here: the dataset's loading not counted
     task, dataset = resolve_task(config.task, dataset)
+    split = edges = None
+    train_data = dataset  # the graph training samples from (link prediction: the train edges')
+    if task.link:
+        task = dataclasses.replace(task, hits_k=config.hits_k)
+        split = make_edge_split(dataset, config)
+        train_data = dataclasses.replace(dataset, graph=split.train_graph(dataset.graph))
+        edges = make_edge_seeds(train_data, config, split)
+        log(f"edge split: {len(split.train_pos):,} training, {len(split.val_pos):,} validation "
+            f"and {len(split.test_pos):,} test edges")  # fmt: skip
     record = RunRecord(task, task.metric(config.metric))
     parallel = make_parallel(config)
     features = prepare_features(dataset, config)
     plan = None
     if config.cache_fraction == "auto":  # the planner picks the fraction (gns_jax.plan)
-        plan = plan_cache_fraction(dataset, config, features, task, log=log)
+        plan = plan_cache_fraction(*_plan_inputs(train_data, config, edges), features, task,
+                                   log=log)  # fmt: skip
         config = config.replace(cache_fraction=plan["chosen"])
-    sampler = make_sampler(dataset, config)
-    check_memory(dataset, config, sampler, model)  # before the model, the cache, the batches
+    size = None if edges is None else link_seeds(config, edges)
+    sampler = make_sampler(train_data, config, size)
+    check_memory(train_data, config, sampler, model)  # before the model, the cache, the batches
     meter = TransferMeter(page_cache=io_meter.page_cache)  # the gathers' mapped reads counted
-    loader = make_loader(dataset, config, sampler, features, meter, log, parallel)
+    loader = make_loader(train_data, config, sampler, features, meter, log, parallel, edges)
     tx = make_optimizer(config) if optimizer is None else optimizer
     with jax.transfer_guard_host_to_device("allow"):
         base_key = jax.random.key(config.seed)
@@ -186,7 +203,13 @@ def build_run(
         stepper = Stepper(graphdef, tx, parallel, dropout_key, loss=loss, task=task)
     eval_mode = resolve_eval_mode(config.eval_mode, model)
     evaluator = None
-    if evaluate_model:  # its own meter: evaluation's bytes are not training's
+    if evaluate_model and task.link:  # the validation and test edges (exact inference)
+        if eval_mode != "exact":
+            raise ConfigError("eval_mode", "link prediction evaluates exactly: the model needs "
+                              "project() (ExactInference)")  # fmt: skip
+        eval_meter = TransferMeter(page_cache=io_meter.page_cache)
+        evaluator = LinkEvaluator(dataset, split, features, task, eval_meter)
+    elif evaluate_model:  # its own meter: evaluation's bytes are not training's
         eval_meter = TransferMeter(page_cache=io_meter.page_cache)
         evaluator = make_evaluator(dataset, config, features, eval_mode, task, eval_meter, log)
     run = Run(
@@ -196,6 +219,24 @@ def build_run(
     if config.checkpoint_dir:
         run.checkpoints = _checkpoints(run, model, sampler.cache_size, log)
     return run
+
+
+def link_seeds(config: TrainConfig, edges: EdgeSeeds) -> int:
+    """A link sampler's seeds a shard: the endpoints of ``B`` positives and their negatives."""
+    if config.batch_size % config.data_shards:
+        raise ConfigError("batch_size", f"{config.batch_size} edges do not split over "
+                          f"{config.data_shards} devices")  # fmt: skip
+    return max_seeds(config.batch_size // config.data_shards, edges.neg_ratio)
+
+
+def _plan_inputs(dataset: Dataset, config: TrainConfig, edges: EdgeSeeds | None):
+    """What the planner samples: the run's seed nodes and batch; for link prediction the
+    training edges' endpoints, in batches of a link batch's seeds."""
+    if edges is None:
+        return dataset, config
+    ends = np.unique(edges.edges)
+    return (dataclasses.replace(dataset, train_idx=ends.astype(np.int32)),
+            config.replace(batch_size=link_seeds(config, edges)))  # fmt: skip
 
 
 def _checkpoints(run: Run, model: nnx.Module, cache_slots: int, log) -> RunCheckpoints:

@@ -75,11 +75,16 @@ def masked_mean(per_seed: jax.Array, mask: jax.Array) -> jax.Array:
     return jnp.sum(per_seed * weight) / jnp.maximum(weight.sum(), 1.0)
 
 
+LINK_METRICS = ("accuracy", "roc_auc", "average_precision", "mrr")  # and hits@K
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
-    """A task kind (one of :data:`TASKS`) and what follows from it."""
+    """A task kind (one of :data:`TASKS`) and what follows from it; ``hits_k``: the K of
+    link prediction's Hits@K."""
 
     kind: str
+    hits_k: int = 50
 
     def __post_init__(self):
         if self.kind not in TASKS:
@@ -126,14 +131,19 @@ class Task:
 
     @property
     def metrics(self) -> tuple[str, ...]:
-        """The metrics a run of this task reports (:mod:`gns_jax.metrics`)."""
+        """The metrics a run of this task reports (:mod:`gns_jax.metrics`); link prediction's:
+        accuracy, ROC-AUC, average precision, MRR and ``hits@K``."""
+        if self.link:
+            return (*LINK_METRICS, f"hits@{self.hits_k}")
         from gns_jax.metrics import task_metrics
 
         return task_metrics(self.kind)
 
     @property
     def default_metric(self) -> str:
-        """The metric that picks the best epoch when ``--metric auto``."""
+        """The metric that picks the best epoch when ``--metric auto`` (ROC-AUC for links)."""
+        if self.link:
+            return "roc_auc"
         from gns_jax.metrics import default_metric
 
         return default_metric(self.kind)
