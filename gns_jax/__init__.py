@@ -57,7 +57,10 @@ _WHERE = {
     "GNSSampler": "gns_jax.sampling",
     "GnsJaxError": "gns_jax.errors",
     "GraphError": "gns_jax.errors",
+    "EdgeSeeds": "gns_jax.linkbatch",
+    "EdgeSplit": "gns_jax.links",
     "GraphSAGE": "gns_jax.models",
+    "LinkPredictor": "gns_jax.models",
     "LADIESSampler": "gns_jax.sampling",
     "Loader": "gns_jax.loader",
     "LoaderState": "gns_jax.loader",
@@ -82,6 +85,7 @@ _WHERE = {
     "inclusion_probability": "gns_jax.cache",
     "init_state": "gns_jax.step",
     "load_dataset": "gns_jax.data",
+    "load_edge_split": "gns_jax.links",
     "load_model": "gns_jax.train",
     "make_loader": "gns_jax.factories",
     "make_model": "gns_jax.factories",
@@ -91,7 +95,9 @@ _WHERE = {
     "make_train_step": "gns_jax.step",
     "model_of": "gns_jax.step",
     "predict": "gns_jax.train",
+    "predict_links": "gns_jax.train",
     "prepare_features": "gns_jax.factories",
+    "random_edge_split": "gns_jax.links",
     "sampled_inference": "gns_jax.evaluate",
     "save_dataset": "gns_jax.data",
     "synthetic": "gns_jax.data",
@@ -140,9 +146,11 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
         prepare_features,
     )
     from gns_jax.graph import CSRGraph, from_edges
+    from gns_jax.linkbatch import EdgeSeeds
+    from gns_jax.links import EdgeSplit, load_edge_split, random_edge_split
     from gns_jax.loader import Batch, DeviceBatch, Loader, LoaderState
     from gns_jax.meters import TransferMeter
-    from gns_jax.models import GraphSAGE, SAGEConv
+    from gns_jax.models import GraphSAGE, LinkPredictor, SAGEConv
     from gns_jax.parallel import DataParallel, make_parallel_train_step
     from gns_jax.pipeline import PipelineStepper
     from gns_jax.sampling import (
@@ -158,7 +166,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, imported eagerl
     )
     from gns_jax.step import TrainState, init_state, make_train_step, model_of, train_step
     from gns_jax.tasks import Task
-    from gns_jax.train import FitResult, fit, load_model, predict
+    from gns_jax.train import FitResult, fit, load_model, predict, predict_links
 
 __all__ = [
     "Batch",
@@ -174,6 +182,8 @@ __all__ = [
     "DatasetError",
     "DeviceBatch",
     "DeviceCache",
+    "EdgeSeeds",
+    "EdgeSplit",
     "Evaluator",
     "ExactInference",
     "FitResult",
@@ -183,6 +193,7 @@ __all__ = [
     "GraphError",
     "GraphSAGE",
     "LADIESSampler",
+    "LinkPredictor",
     "Loader",
     "LoaderState",
     "MiniBatch",
@@ -208,6 +219,7 @@ __all__ = [
     "init_state",
     "load_model",
     "load_dataset",
+    "load_edge_split",
     "make_loader",
     "make_model",
     "make_optimizer",
@@ -216,7 +228,9 @@ __all__ = [
     "make_train_step",
     "model_of",
     "predict",
+    "predict_links",
     "prepare_features",
+    "random_edge_split",
     "sampled_inference",
     "save_dataset",
     "synthetic",

@@ -149,10 +149,18 @@ def build_parser() -> argparse.ArgumentParser:
         "column 1 the positive class), [num_nodes, L] sigmoids for multi-label",
     )
     predict.add_argument(
+        "--pairs",
+        default=None,
+        metavar="PAIRS.npy",
+        help="a link prediction run (--task link): score these node pairs (an integer [M, 2] "
+        ".npy) with the whole given graph for message passing; --out gets float32 [M], the "
+        "probability that each pair is an edge",
+    )
+    predict.add_argument(
         "--out",
         required=True,
         help="a .npy file: int32 [num_nodes], the predicted class (multi-label: int8 "
-        "[num_nodes, L], 1 where a label's probability exceeds 0.5)",
+        "[num_nodes, L], 1 where a label's probability exceeds 0.5; with --pairs: float32 [M])",
     )
     _common(predict)
 

@@ -168,7 +168,7 @@ def run_predict(args: argparse.Namespace) -> None:
 
     from gns_jax.checkpoint import read_run
     from gns_jax.evaluate import resolve_eval_mode
-    from gns_jax.train import load_model, predict
+    from gns_jax.train import load_model, predict, predict_links
 
     out = check_output(args.out)
     if out.suffix != ".npy":
@@ -179,20 +179,45 @@ def run_predict(args: argparse.Namespace) -> None:
     if split_seed is None:  # the run's, as recorded (older runs: their seed, the default)
         split_seed = saved["seed"] if saved.get("split_seed") is None else saved["split_seed"]
     dataset = _load(args.dataset, getattr(args, "data_dir", None), split_seed, args.quiet)
+    pairs = _read_pairs(args.pairs) if getattr(args, "pairs", None) else None
+    if (config_task := saved.get("task")) == "link" and pairs is None:
+        raise ConfigError(None, f"{args.checkpoint} is a link prediction run: give --pairs")
+    if pairs is not None and config_task != "link":
+        raise ConfigError(None, f"--pairs: {args.checkpoint} is not a link prediction run")
     model, config, record = load_model(args.checkpoint, dataset)
     mode = resolve_eval_mode(config.eval_mode, model)
-    pred = predict(model, dataset, proba=args.proba, config=config)
+    if pairs is not None:
+        pred = predict_links(model, dataset, pairs, config=config)
+    else:
+        pred = predict(model, dataset, proba=args.proba, config=config)
     buffer = io.BytesIO()
     np.save(buffer, pred, allow_pickle=False)
     write_atomically(out, buffer.getvalue())
     if not args.quiet:
+        what = "pair probabilities" if pairs is not None else (
+            "probabilities" if args.proba else "predictions")  # fmt: skip
         print(
-            f"wrote {pred.shape[0]:,} predicted "
-            f"{'probabilities' if args.proba else 'predictions'} to {out} ({mode} inference, "
+            f"wrote {pred.shape[0]:,} predicted {what} to {out} ({mode} inference, "
             f"the parameters of epoch {record['best']['epoch'] + 1}, validation "
             f"{_selection(record)})",
             file=sys.stderr,
         )
+
+
+def _read_pairs(path: str):
+    """The ``[M, 2]`` integer node pairs of ``--pairs`` (a .npy, never unpickled)."""
+    import numpy as np
+
+    try:
+        pairs = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise ConfigError(None, f"--pairs {path}: cannot read a .npy array ({e})") from None
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
+        raise ConfigError(
+            None, f"--pairs {path}: an integer [M, 2] array of node pairs, got {pairs.dtype} "
+            f"{pairs.shape}"
+        )  # fmt: skip
+    return pairs
 
 
 def _selection(record: dict) -> str:

@@ -28,7 +28,7 @@ from gns_jax.meters import TransferMeter
 from gns_jax.metrics import average_precision, hits_at_k, mrr
 from gns_jax.tasks import Task
 
-__all__ = ["LinkEvaluator", "score_pairs"]
+__all__ = ["LinkEvaluator", "node_embeddings", "score_pairs"]
 
 PAIR_CHUNK = 1 << 16  # pairs scored per call
 
@@ -50,6 +50,18 @@ def score_pairs(graphdef: nnx.GraphDef, state, h: jax.Array, pairs: np.ndarray) 
         logits = _score(graphdef, state, h, jnp.asarray(padded))
         out[start : start + chunk.shape[0]] = np.asarray(logits)[: chunk.shape[0]]
     return out
+
+
+def node_embeddings(evaluator: Evaluator, graphdef: nnx.GraphDef, state, graph=None) -> jax.Array:
+    """``[N, D]`` every node's output by exact inference (in evaluation mode) over ``graph``
+    (default: the evaluator's), from the features an exact :class:`Evaluator` holds."""
+    graphdef = in_eval_mode(graphdef, state)
+    model = _merge(graphdef, state)
+    x = evaluator.x
+    if isinstance(x, SparseFeatures) and not getattr(model, "sparse_inputs", False):
+        x = jax.jit(SparseFeatures.dense)(x)
+    graph = evaluator.graph if graph is None else graph
+    return full_inference(graphdef, state, x, graph, evaluator.meter)
 
 
 def _metrics(pos: np.ndarray, neg: np.ndarray, ranked: np.ndarray, task: Task) -> dict:
@@ -100,12 +112,7 @@ class LinkEvaluator:
     def embeddings(self, graphdef: nnx.GraphDef, state, which: str = "test") -> jax.Array:
         """``[N, D]`` embeddings of every node by exact inference on the ``which`` graph
         (``val``: the training graph; ``test``: validation edges present), in evaluation mode."""
-        graphdef = in_eval_mode(graphdef, state)
-        model = _merge(graphdef, state)
-        x = self._nodes.x
-        if isinstance(x, SparseFeatures) and not getattr(model, "sparse_inputs", False):
-            x = jax.jit(SparseFeatures.dense)(x)
-        return full_inference(graphdef, state, x, self.graphs[which], self.meter)
+        return node_embeddings(self._nodes, graphdef, state, self.graphs[which])
 
     def scores(self, graphdef: nnx.GraphDef, state, names=None) -> dict:
         """``{"train": None, "val": {metric: value}, "test": {...}}`` (module docs)."""

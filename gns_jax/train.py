@@ -32,10 +32,10 @@ from gns_jax.checkpoint import Checkpointer, class_name, dataset_identity, read_
 from gns_jax.config import TrainConfig
 from gns_jax.data import Dataset
 from gns_jax.errors import ConfigError
-from gns_jax.evaluate import Evaluator, resolve_eval_mode
+from gns_jax.evaluate import Evaluator, in_eval_mode, resolve_eval_mode
 from gns_jax.factories import eval_fanouts, make_model, make_optimizer, prepare_features
 from gns_jax.hooks import Loop, heard
-from gns_jax.models import GraphSAGE
+from gns_jax.models import GraphSAGE, LinkPredictor
 from gns_jax.pipeline import PipelineState, build_stages
 from gns_jax.progress import Reporter
 from gns_jax.results import resolve_metric
@@ -48,10 +48,11 @@ from gns_jax.step import (
     model_of,
     train_step,
 )
-from gns_jax.tasks import LossFn, resolve_task
+from gns_jax.tasks import LossFn, Task, resolve_task
 
 __all__ = [
     "FitResult",
+    "predict_links",
     "TrainState",
     "eval_graphdef",
     "fit",
@@ -180,10 +181,12 @@ def load_model(
     default (the checkpoint holds its state)."""
     step, record = read_run(directory)
     saved = record.get("model", class_name(GraphSAGE))
-    if model is None and saved != class_name(GraphSAGE):
+    config = TrainConfig.from_json(record["config"])
+    own = class_name(LinkPredictor) if config.task == "link" else class_name(GraphSAGE)
+    if model is None and saved != own:  # not the command's model: a template is needed
         raise ConfigError(
             "checkpoint",
-            f"{directory} holds a {saved}, not a GraphSAGE: pass a template of it, "
+            f"{directory} holds a {saved}, not the command's {own}: pass a template of it, "
             "gns_jax.load_model(directory, dataset, model=...)",
         )
     if model is not None and class_name(model) != saved:
@@ -197,7 +200,6 @@ def load_model(
             f"{directory} is a checkpoint of {json.dumps(record.get('identity'))}, "
             f"not of {json.dumps(identity)}",
         )
-    config = TrainConfig.from_json(record["config"])
     if model is None:
         with jax.transfer_guard_host_to_device("allow"):
             model = make_model(dataset, config, jax.random.key(0))
@@ -267,3 +269,35 @@ def predict(
     )
     out = evaluator.probabilities(graphdef, state) if proba else evaluator.predict(graphdef, state)
     return out[wanted] if mode == "exact" and nodes is not None else out
+
+
+def predict_links(
+    model: nnx.Module,
+    dataset: Dataset,
+    pairs: np.ndarray,
+    *,
+    config: TrainConfig | None = None,
+) -> np.ndarray:
+    """float32 ``[M]``: the probability that each node pair of ``pairs`` (int ``[M, 2]``) is an
+    edge, from a link predictor (:class:`~gns_jax.models.LinkPredictor`, e.g. from
+    :func:`load_model` of a ``--task link`` run), with the whole of ``dataset``'s graph for
+    message passing: exact inference of every node's embedding, then the model's decoder and a
+    sigmoid. In evaluation mode; two calls give the same numbers. ``config``: the run's options
+    (its feature normalisation), as :func:`load_model` returns them."""
+    from gns_jax.linkeval import node_embeddings, score_pairs
+
+    config = config or TrainConfig(task="link")
+    pairs = np.asarray(pairs)
+    if pairs.ndim != 2 or pairs.shape[1] != 2 or pairs.dtype.kind not in "iu":
+        raise ConfigError("pairs", f"an integer [M, 2] array of node pairs, got {pairs.dtype} "
+                          f"{pairs.shape}")  # fmt: skip
+    if pairs.size and (pairs.min() < 0 or pairs.max() >= dataset.num_nodes):
+        raise ConfigError("pairs", f"node ids in [0, {dataset.num_nodes})")
+    if not hasattr(model, "score"):
+        raise ConfigError("model", "predict_links needs a link predictor (a model with score())")
+    graphdef, state = nnx.split(model)
+    evaluator = Evaluator(dataset, prepare_features(dataset, config), mode="exact",
+                          task=Task("link"))  # fmt: skip
+    h = node_embeddings(evaluator, graphdef, state)
+    logits = score_pairs(in_eval_mode(graphdef, state), state, h, pairs)
+    return (1.0 / (1.0 + np.exp(-logits.astype(np.float64)))).astype(np.float32)

@@ -101,3 +101,54 @@ def test_the_command_trains_links_and_names_a_bad_split_file(tmp_path):
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert str(bad) in lines[-1] and "Traceback" not in done.stderr
+
+
+def test_predict_links_scores_given_pairs_with_the_whole_graph(tiny_dataset, tmp_path):
+    """``load_model`` of a link run and ``predict_links``: a float32 probability a pair, the
+    same twice; scores follow the model's logits (edges of the graph above random pairs here,
+    since the model was trained on them); bad pairs are refused."""
+    from gns_jax import load_model, predict_links
+
+    folder = tmp_path / "ckpt"
+    fit(tiny_dataset, LINK.replace(epochs=3, checkpoint_dir=str(folder)), quiet=True)
+    model, config, _ = load_model(folder, tiny_dataset)
+    s, r = tiny_dataset.graph.edges()
+    edges = np.stack([s, r], 1)[:200]
+    rng = np.random.default_rng(0)
+    pairs = np.concatenate([edges, rng.integers(0, tiny_dataset.num_nodes, (200, 2))])
+    first = predict_links(model, tiny_dataset, pairs, config=config)
+    assert first.dtype == np.float32 and first.shape == (400,)
+    assert ((first >= 0) & (first <= 1)).all()
+    np.testing.assert_array_equal(first, predict_links(model, tiny_dataset, pairs, config=config))
+    assert first[:200].mean() > first[200:].mean()
+    with pytest.raises(ConfigError, match="pairs"):
+        predict_links(model, tiny_dataset, pairs + tiny_dataset.num_nodes, config=config)
+    with pytest.raises(ConfigError, match="pairs"):
+        predict_links(model, tiny_dataset, pairs[:, :1], config=config)
+
+
+@pytest.mark.slow
+def test_the_predict_command_writes_pair_probabilities(tmp_path):
+    ckpt, out = tmp_path / "ckpt", tmp_path / "scores.npy"
+    args = ["--dataset", TINY_SPEC, "--task", "link", "--epochs", "1", "--batch-size", "32",
+            "--fanouts", "4,3", "--hidden", "16", "--rank-negatives", "10",
+            "--checkpoint-dir", str(ckpt)]  # fmt: skip
+    gns = [sys.executable, "-m", "gns_jax"]
+    done = subprocess.run([*gns, "train", *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pairs = tmp_path / "pairs.npy"
+    np.save(pairs, np.array([[0, 1], [2, 3], [5, 7]], np.int64))
+    predict = [*gns, "predict", "--checkpoint", str(ckpt), "--dataset", TINY_SPEC]
+    done = subprocess.run([*predict, "--pairs", str(pairs), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    scores = np.load(out)
+    assert scores.dtype == np.float32 and scores.shape == (3,)
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.array([[0.5, 1.0]]))
+    done = subprocess.run([*predict, "--pairs", str(bad), "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 2 and str(bad) in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run([*predict, "--out", str(out)], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "--pairs" in done.stderr
