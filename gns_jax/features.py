@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import threading
 from typing import NamedTuple
 
@@ -161,6 +162,39 @@ def _zero_rows(out: np.ndarray, mask: np.ndarray) -> None:
         out[a:b] = 0
 
 
+class BufferPool:
+    """Aligned float32 host buffers for inputs built in place, reused once free.
+
+    A device array that uses a host buffer in place (JAX's CPU backend) keeps a reference to
+    it until the array and every computation reading it are gone; so a buffer whose only
+    references are the pool's is free to be written again. Reusing them keeps a batch's pages
+    faulted in (a fresh 150 MB buffer a batch costs tens of milliseconds of page faults unless
+    :func:`gns_jax.hostmem.keep_freed_memory` is on); at most ``size`` are kept, more are
+    allocated and dropped."""
+
+    def __init__(self, size: int = 16):
+        self.size = size
+        self._raw: list[np.ndarray] = []  # the owners (uint8), each with its aligned offset
+
+    def take(self, shape: tuple[int, int]) -> np.ndarray:
+        """A ``float32`` array of ``shape``, 64-byte aligned, no other array using it."""
+        nbytes = int(np.prod(shape)) * 4
+        for raw in self._raw:
+            # references: the list, `raw` here and getrefcount's argument; a live view adds one
+            if raw.nbytes >= nbytes + 64 and sys.getrefcount(raw) <= 3:
+                return _aligned_view(raw, shape, np.float32)
+        raw = np.empty(nbytes + 64, np.uint8)
+        if len(self._raw) < self.size:
+            self._raw.append(raw)
+        return _aligned_view(raw, shape, np.float32)
+
+
+def _aligned_view(raw: np.ndarray, shape, dtype, align: int = 64) -> np.ndarray:
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    start = -raw.ctypes.data % align
+    return raw[start : start + size].view(dtype).reshape(shape)
+
+
 def _aligned_empty(shape: tuple[int, int], dtype: np.dtype, align: int = 64) -> np.ndarray:
     """An uninitialised array whose data starts on an ``align``-byte boundary, which lets JAX's
     CPU backend use it in place (``device_put`` without a copy)."""
@@ -204,6 +238,7 @@ class FeatureLoader:
         # Kept between batches, used by one load at a time (the lock): the host buffer the
         # rows are gathered into and the bitmap their ids are sorted in.
         self._host: np.ndarray | None = None
+        self._pool = BufferPool()  # the in-place path's buffers, reused once no array holds one
         self._scratch = SortScratch()
         self._lock = threading.Lock()
 
@@ -292,15 +327,16 @@ class FeatureLoader:
         The bytes counted are those :meth:`_load` puts."""
         with watch("gather"):
             ids = np.asarray(jax.device_get(src_nodes))
-            out = _aligned_empty((ids.shape[0], self.features.shape[1]), np.float32)
+            out = self._pool.take((ids.shape[0], self.features.shape[1]))
             missing = ids >= 0
-            if cache is not None:
-                slot_host = np.asarray(jax.device_get(_slots(cache.slot_of, src_nodes)))
-                cached = slot_host < cache.features.shape[0] - 1
-                missing &= ~cached
-                at = np.flatnonzero(cached).astype(np.int32)
-                rows = np.asarray(cache.features)  # the CPU device's memory: no copy
-                take_rows(rows, slot_host[at], out, positions=at)
+            if cache is not None:  # the cache's arrays are the CPU device's memory: no copy
+                slot_of, rows = np.asarray(cache.slot_of), np.asarray(cache.features)
+                real = np.flatnonzero(missing)
+                slots = slot_of[ids[real]]
+                hit = slots < rows.shape[0] - 1
+                at = real[hit].astype(np.int32)
+                missing[at] = False
+                take_rows(rows, slots[hit], out, positions=at)
             where = np.flatnonzero(missing).astype(np.int32)
             ordered, wanted_rank = sorted_order(ids[where], self._scratch)
             positions = np.empty(where.shape[0], np.int32)

@@ -259,18 +259,20 @@ def test_scattering_gather_writes_each_row_to_its_position(monkeypatch, kernel, 
 
 def test_a_cpu_batch_is_written_once_and_used_in_place(monkeypatch, tiny_dataset):
     """On the CPU backend the device array of a batch's input is the host buffer its rows were
-    gathered into (no copy by the put, no assembly on the device); later loads leave it alone.
-    An unaligned buffer, which the put has to copy, is seen."""
+    gathered into (no copy by the put, no assembly on the device); later loads leave it alone
+    while the array lives, and reuse its buffer once it is gone. An unaligned buffer, which the
+    put has to copy, is seen."""
     if jax.devices()[0].platform != "cpu":
         pytest.skip("the in-place path is the CPU backend's")
     x = tiny_dataset.features.astype(np.float32)
     made = []
+    take = features.BufferPool.take
 
-    def spy(shape, dtype, align=64):
-        made.append(_aligned_empty(shape, dtype, align))
+    def spy(self, shape):
+        made.append(take(self, shape))
         return made[-1]
 
-    monkeypatch.setattr(features, "_aligned_empty", spy)
+    monkeypatch.setattr(features.BufferPool, "take", spy)
     loader = FeatureLoader(x, TransferMeter())
     rng = np.random.default_rng(9)
     ids = np.concatenate([rng.permutation(x.shape[0])[:300], -np.ones(60, np.int64)])
@@ -278,15 +280,22 @@ def test_a_cpu_batch_is_written_once_and_used_in_place(monkeypatch, tiny_dataset
     assert loader.compilations == 0  # nothing assembled on the device
     assert got.unsafe_buffer_pointer() == made[-1].ctypes.data
     first = np.asarray(got).copy()
-    loader.load(jax.device_put(rng.permutation(ids).astype(np.int32)))
+    other, _, _ = loader.load(jax.device_put(rng.permutation(ids).astype(np.int32)))
+    assert other.unsafe_buffer_pointer() != got.unsafe_buffer_pointer()  # `got` still lives
     np.testing.assert_array_equal(np.asarray(got), first)
+    pointer = got.unsafe_buffer_pointer()
+    made.clear()
+    del got
+    again, _, _ = loader.load(jax.device_put(ids.astype(np.int32)))
+    assert again.unsafe_buffer_pointer() == pointer  # its buffer, free again, is reused
+    np.testing.assert_array_equal(np.asarray(again), first)
 
-    def unaligned(shape, dtype, align=64):  # the defect: a buffer the put must copy
-        raw = _aligned_empty((shape[0] * shape[1] + 1,), dtype, align)
+    def unaligned(self, shape):  # the defect: a buffer the put must copy
+        raw = _aligned_empty((shape[0] * shape[1] + 1,), np.float32)
         made.append(raw[1:].reshape(shape))
         return made[-1]
 
-    monkeypatch.setattr(features, "_aligned_empty", unaligned)
+    monkeypatch.setattr(features.BufferPool, "take", unaligned)
     copied, _, _ = loader.load(jax.device_put(ids.astype(np.int32)))
     assert copied.unsafe_buffer_pointer() != made[-1].ctypes.data
     np.testing.assert_array_equal(np.asarray(copied), first)
