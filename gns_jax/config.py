@@ -63,6 +63,7 @@ TASK_CHOICES = ("auto", "multiclass", "binary", "multilabel", "link")  # gns_jax
 NEGATIVES = ("uniform", "degree", "in-batch")  # link prediction's negatives (gns_jax.linkbatch)
 DECODERS = ("dot", "mlp")  # link prediction's decoders (gns_jax.models.LinkPredictor)
 EDGE_SPLIT = "0.85,0.05,0.10"  # link prediction's default random edge split
+WEIGHT_DECAY = 5e-4  # the default L2 regularisation of node tasks (link prediction: 0)
 PARALLEL = ("data", "pipeline")  # gns_jax.parallel, gns_jax.pipeline
 EVAL_FANOUT = 20  # per layer, for sampled evaluation unless eval_fanouts says otherwise
 FEATURE_NORMS = ("auto", "row", "none")
@@ -197,7 +198,12 @@ class TrainConfig:
     )
     hidden: int = _option(256, "hidden layer width", "training")
     lr: float = _option(0.003, "Adam learning rate", "training")
-    weight_decay: float = _option(5e-4, "L2 regularisation added to the gradients", "training")
+    weight_decay: float | None = _option(
+        None,
+        "L2 regularisation added to the gradients (unset: 5e-4, and 0 for --task link, where it "
+        "holds the embeddings' inner products down)",
+        "training",
+    )
     dropout: float = _option(0.5, "dropout rate", "training")
     feature_norm: str = _option(
         "auto",
@@ -428,7 +434,9 @@ class TrainConfig:
                 raise ConfigError(name, f"must be at most 2**63 - 1, got {value}")
         if not (self.lr > 0 and math.isfinite(self.lr)):
             raise ConfigError("lr", f"must be a positive number, got {self.lr}")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+        if self.weight_decay is not None and not (
+            self.weight_decay >= 0 and math.isfinite(self.weight_decay)
+        ):
             raise ConfigError("weight_decay", f"must be >= 0, got {self.weight_decay}")
         if not 0 <= self.dropout < 1:
             raise ConfigError("dropout", f"must lie in [0, 1), got {self.dropout}")
@@ -522,6 +530,13 @@ class TrainConfig:
                 raise ConfigError("config", f"{where}: {e}") from None
             values[name] = value
         return cls(**values)
+
+    def resolved(self) -> TrainConfig:
+        """The options with their task-dependent defaults filled in: ``weight_decay`` unset is
+        5e-4, and 0 for link prediction (what a run records)."""
+        if self.weight_decay is not None:
+            return self
+        return self.replace(weight_decay=0.0 if self.task == "link" else WEIGHT_DECAY)
 
     def replace(self, **changes: Any) -> TrainConfig:
         """A copy with ``changes`` (``dataclasses.replace``)."""

@@ -109,8 +109,10 @@ def make_sampler(dataset: Dataset, config: TrainConfig, size: int | None = None)
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """Adam with L2 regularisation added to the gradient (PyTorch ``Adam(weight_decay=...)``)."""
-    return optax.chain(optax.add_decayed_weights(config.weight_decay), optax.adam(config.lr))
+    """Adam with L2 regularisation added to the gradient (PyTorch ``Adam(weight_decay=...)``;
+    unset: the task's default, :meth:`~gns_jax.config.TrainConfig.resolved`)."""
+    decay = config.resolved().weight_decay
+    return optax.chain(optax.add_decayed_weights(decay), optax.adam(config.lr))
 
 
 def make_model(dataset: Dataset, config: TrainConfig, key: jax.Array) -> nnx.Module:

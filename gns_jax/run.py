@@ -162,7 +162,7 @@ def build_run(
 
     Raises ConfigError for impossible options, a run that cannot fit in memory, or a checkpoint
     folder that cannot be resumed."""
-    config.validate()
+    config = config.validate().resolved()  # the recorded options: task defaults filled in
     log = log or (lambda line: None)
     io_meter = IoMeter()  # disk reads and memory from here: the dataset's loading not counted
     task, dataset = resolve_task(config.task, dataset)
