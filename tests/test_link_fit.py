@@ -152,3 +152,10 @@ def test_the_predict_command_writes_pair_probabilities(tmp_path):
     done = subprocess.run([*predict, "--out", str(out)], capture_output=True, text=True,
                           timeout=300)  # fmt: skip
     assert done.returncode == 2 and "--pairs" in done.stderr
+
+
+def test_the_planner_picks_a_link_runs_cache_from_its_edges_endpoints(tiny_dataset):
+    metrics = fit(tiny_dataset, LINK.replace(cache_fraction="auto", epochs=1), quiet=True).metrics
+    plan = metrics["plan"]
+    assert metrics["cache_fraction"] == plan["chosen"] and len(plan["fractions"]) >= 2
+    assert metrics["config"]["cache_fraction"] == plan["chosen"]
