@@ -18,6 +18,7 @@ from gns_jax.atomic_write import check_output, write_atomically
 from gns_jax.compile_cache import enable_compile_cache
 from gns_jax.distributed import start_processes
 from gns_jax.errors import ConfigError
+from gns_jax.runlock import RunLock
 
 __all__ = ["run_plan", "run_predict", "run_save", "run_train"]
 
@@ -88,6 +89,20 @@ def run_train(args: argparse.Namespace) -> dict:
         lead = jax.process_index() == 0
     quiet = args.quiet or not lead
     out = check_output(args.out) if args.out is not None and lead else None
+    locks = []  # one run per output, taken before anything is written or loaded (held to exit)
+    try:
+        if out is not None:
+            locks.append(RunLock(out, "--out").acquire())
+        if config.checkpoint_dir and lead:
+            locks.append(RunLock(config.checkpoint_dir, "--checkpoint-dir").acquire())
+        return _train(config, quiet, lead, out, args.no_compile_cache)
+    finally:
+        for lock in locks:
+            lock.release()
+
+
+def _train(config, quiet: bool, lead: bool, out, no_compile_cache: bool) -> dict:
+    """``gns-jax train`` once its outputs are locked: loads, trains, writes ``out``."""
 
     def write(results: dict) -> None:
         write_atomically(out, json.dumps(results, indent=1).encode())
@@ -98,7 +113,7 @@ def run_train(args: argparse.Namespace) -> dict:
     dataset = _load(config.dataset, config.data_dir, config.split_seed, quiet)
     if not quiet:  # once, after the data loaded: a bad dataset stays a one-line error
         print(_describe(config), file=sys.stderr)
-    enable_compile_cache(args.no_compile_cache)
+    enable_compile_cache(no_compile_cache)
     from gns_jax.train import fit
 
     result = fit(dataset, config, quiet=quiet, on_epoch=write if out else None)
