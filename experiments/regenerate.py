@@ -80,6 +80,12 @@ def _bench_dgl(folder: Path) -> None:
     (folder / "bench_epoch.md").write_text(markdown(saved))
 
 
+def _link_study(folder: Path) -> None:
+    from experiments.link_study import table
+
+    (folder / "link-study.md").write_text(table(folder))
+
+
 def _size_study(folder: Path) -> None:
     from experiments.size_report import report
 
@@ -155,12 +161,19 @@ def _data_filter() -> dict:
     return {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
 
 
+def _is_lock(path: Path) -> bool:
+    """A run's output lock (``.NAME.lock``, gns_jax/runlock.py): not a run file."""
+    return path.name.startswith(".") and path.name.endswith(".lock")
+
+
 def pack(folder: Path, report: Report, archive: Path | None = None) -> list[str]:
     """Writes ``folder``'s raw files (everything but the report's outputs and the archive) to
     ``archive`` (default ``folder/runs.tar.xz``), sorted, owner-free; the member names."""
     archive = archive or folder / ARCHIVE
     files = sorted(
-        p for p in folder.rglob("*") if p.is_file() and not _is_output(p, folder, report)
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not _is_output(p, folder, report) and not _is_lock(p)
     )
     if not files:
         raise ValueError(f"{folder}: no raw run files to pack (unpack the archive first?)")
