@@ -46,6 +46,7 @@ from gns_jax.commands import run_plan, run_predict, run_save, run_train
 from gns_jax.compile_cache import compile_cache_dir, enable_compile_cache
 from gns_jax.distributed import start_processes
 from gns_jax.errors import ConfigError, GnsJaxError
+from gns_jax.preempt import Interrupted
 
 __all__ = [
     "add_option",
@@ -99,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             run_save(args)
         elif args.command == "plan":
             run_plan(args)
+    except Interrupted as e:  # stopped cleanly on SIGTERM or SIGINT (gns_jax/preempt.py)
+        print(f"gns-jax: {getattr(e, 'message', e)}", file=sys.stderr)
+        return e.exit_status
     except GnsJaxError as e:
         print(f"gns-jax: error: {_message(e)}", file=sys.stderr)
         return 2

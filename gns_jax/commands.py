@@ -18,6 +18,7 @@ from gns_jax.atomic_write import check_output, write_atomically
 from gns_jax.compile_cache import enable_compile_cache
 from gns_jax.distributed import start_processes
 from gns_jax.errors import ConfigError
+from gns_jax.preempt import Interrupted, Preemption
 from gns_jax.runlock import RunLock
 
 __all__ = ["run_plan", "run_predict", "run_save", "run_train"]
@@ -116,7 +117,19 @@ def _train(config, quiet: bool, lead: bool, out, no_compile_cache: bool) -> dict
     enable_compile_cache(no_compile_cache)
     from gns_jax.train import fit
 
-    result = fit(dataset, config, quiet=quiet, on_epoch=write if out else None)
+    with Preemption() as preemption:  # SIGTERM, SIGINT: stop cleanly (gns_jax/preempt.py)
+        try:
+            result = fit(dataset, config, quiet=quiet, on_epoch=write if out else None,
+                         stop=lambda: preemption.requested)  # fmt: skip
+        except Interrupted as stopped:
+            if out is not None:
+                write(stopped.results)
+            if config.checkpoint_dir:
+                saved = f"checkpoint in {config.checkpoint_dir} (--resume goes on from it)"
+            else:
+                saved = "no --checkpoint-dir: nothing to resume from"
+            stopped.message = f"{stopped}; {saved}"
+            raise
     metrics = result.metrics
     if out is not None:
         write(metrics)

@@ -63,6 +63,10 @@ class Hook:
         """At an epoch's end, with the epoch's entry of the results' ``epochs`` (which it may
         add to before :class:`Report` records it)."""
 
+    def interrupted(self, loop: Loop, mid_epoch: bool) -> None:
+        """When ``fit`` stops on a request (:mod:`gns_jax.preempt`), after the window that ended
+        with it (``mid_epoch``: before the epoch's end)."""
+
 
 def heard(record: RunRecord, progress, batch, loss, stage_losses) -> None:
     """The ``on_batch`` of :meth:`~gns_jax.step.StepperLike.run` (with ``record`` and
@@ -126,6 +130,10 @@ class Checkpointing(Hook):
 
     def after_epoch(self, loop: Loop, row: dict) -> None:
         self._save(loop, True, loop.variables)
+
+    def interrupted(self, loop: Loop, mid_epoch: bool) -> None:
+        if mid_epoch and loop.batch is not None:  # an epoch's end saved already
+            self._save(loop, False, None)
 
     def _save(self, loop: Loop, epoch_done: bool, variables) -> None:
         state = self.stepper.local(loop.state)

@@ -292,15 +292,20 @@ class PipelineStepper:
     def local(self, tree):
         return tree
 
-    def run(self, state: PipelineState, batches, count: int, log, on_batch) -> tuple:
+    def run(self, state: PipelineState, batches, count: int, log, on_batch, stop=None) -> tuple:
         """Streams the next ``count`` batches of ``batches`` through the stages and drains the
         pipeline; ``on_batch(batch, loss, stage_losses)`` hears of each batch as the last stage
-        finishes it (in order). Returns ``(state, last batch)``."""
+        finishes it (in order); ``stop()`` true feeds no further batch (those fed are
+        finished). Returns ``(state, last batch)``."""
         self._states = list(state.stages)
         start, fed, done, batch = time.perf_counter(), 0, 0, None
         self._window_start = start  # the stages' waits are counted from here
         try:
             while done < count:
+                if stop is not None and stop():
+                    count = fed  # finish what was fed
+                    if done >= count:
+                        break
                 while fed < count and fed - done < self.in_flight:
                     t0 = time.perf_counter()
                     item = next(batches)

@@ -227,10 +227,11 @@ class StepperLike(Protocol):
         """The train step's compilations (the results' ``compilations``)."""
         ...
 
-    def run(self, state, batches, count: int, log, on_batch) -> tuple:
+    def run(self, state, batches, count: int, log, on_batch, stop=None) -> tuple:
         """Steps on the next ``count`` batches of ``batches``; ``on_batch(batch, loss,
-        stage_losses or None)`` hears of each, in order; ``log`` of compilations. Returns
-        ``(state, last batch)``."""
+        stage_losses or None)`` hears of each, in order; ``log`` of compilations. ``stop``
+        (optional, no arguments): when it turns true, no further batch is taken and the window
+        ends early, complete (every batch taken heard of). Returns ``(state, last batch)``."""
         ...
 
     def replicate(self, tree):
@@ -346,11 +347,12 @@ class Stepper:
         self.batches += 1
         return state, batch, loss
 
-    def run(self, state: TrainState, batches, count: int, log, on_batch) -> tuple:
+    def run(self, state: TrainState, batches, count: int, log, on_batch, stop=None) -> tuple:
         """Steps on the next ``count`` batches, dispatching ahead; ``on_batch(batch, loss,
         None)`` hears of each, in order, when its group's losses arrive (all of them before
-        this returns). Returns ``(state, last batch)``, the state possibly still computing
-        (the interface of :class:`gns_jax.pipeline.PipelineStepper`)."""
+        this returns); ``stop()`` true ends the window after the step in flight. Returns
+        ``(state, last batch)``, the state possibly still computing (the interface of
+        :class:`gns_jax.pipeline.PipelineStepper`)."""
         mark, wait = time.perf_counter(), self.wait_s
         fetched, pending, batch = [], [], None
 
@@ -365,6 +367,8 @@ class Stepper:
                 on_batch(done, np.float32(value), None)
 
         for i in range(count):
+            if stop is not None and stop():
+                break
             state, batch, loss = self.dispatch(state, batches, log)
             pending.append((batch, loss))
             if (i + 1) % SYNC_EVERY == 0:  # the group before this one; this one stays queued

@@ -37,6 +37,7 @@ from gns_jax.factories import eval_fanouts, make_model, make_optimizer, prepare_
 from gns_jax.hooks import Loop, heard
 from gns_jax.models import GraphSAGE, LinkPredictor
 from gns_jax.pipeline import PipelineState, build_stages
+from gns_jax.preempt import Interrupted
 from gns_jax.progress import Reporter
 from gns_jax.results import resolve_metric
 from gns_jax.run import build_run
@@ -95,6 +96,7 @@ def fit(
     evaluate_model: bool = True,
     on_epoch: Callable[[dict], None] | None = None,
     reporter: Reporter | None = None,
+    stop: Callable[[], int | None] | None = None,
 ) -> FitResult:
     """Trains ``model`` (default: the command's GraphSAGE) and evaluates it.
 
@@ -116,11 +118,17 @@ def fit(
       quiet: no progress on stderr.
       evaluate_model: False (benchmarks) skips evaluation; the scores are then None.
       on_epoch: called after every epoch with the results so far (``status: "running"``).
+      stop: read after every step; when it returns a signal number (or any true value), the
+        step in flight finishes, a checkpoint is written at the batch reached (with
+        ``checkpoint_dir``) and :class:`~gns_jax.preempt.Interrupted` is raised with the results
+        so far (``status: "interrupted"``); ``--resume`` goes on from there
+        (:class:`gns_jax.preempt.Preemption` turns SIGTERM and SIGINT into such a request).
 
     Test scores are reported at the epoch of best validation score by ``config.metric``
     (ties: the earliest).
     """
     reporter = reporter or Reporter(quiet)
+    stopping = stop or (lambda: None)
     run = build_run(
         dataset, config, model=model, optimizer=optimizer, loss=loss,
         evaluate_model=evaluate_model, log=reporter.line,
@@ -144,18 +152,25 @@ def fit(
                     # up to the next hook due mid-epoch, if any (a pipeline drains there)
                     due = (hook.until_due(record.totals.batches) for hook in hooks)
                     count = min(loader.num_batches - index, *due)
+                    before = record.totals.batches
                     loop.state, loop.batch = stepper.run(
-                        loop.state, batches, count, reporter.line, on_batch
+                        loop.state, batches, count, reporter.line, on_batch, stop=stopping
                     )
-                    index += count
+                    index += record.totals.batches - before
+                    if stopping():
+                        break
                     for hook in hooks:
                         hook.after_window(loop, index == loader.num_batches)
+            if stopping() and index < loader.num_batches:  # stopped mid-epoch
+                _stop(run, hooks, loop, True, stopping(), f"at batch {index} of epoch {epoch + 1}")
             # the loop's reads (epoch 1: the cache's draw too)
             row = record.epoch_done(epoch, time.perf_counter() - start, run.io_meter.lap())
             loop.variables = None
             for hook in hooks:  # evaluate, record and report, checkpoint, publish
                 hook.after_epoch(loop, row)
             record.new_epoch()
+            if stopping() and epoch + 1 < config.epochs:
+                _stop(run, hooks, loop, False, stopping(), f"after epoch {epoch + 1}")
     finally:
         batches.close()
         stepper.close()
@@ -163,6 +178,14 @@ def fit(
     state = stepper.model_state(loop.state)
     trained = model_of(run.graphdef, state, record.best_params)
     return FitResult(metrics=metrics, model=trained, state=state, graphdef=run.graphdef)
+
+
+def _stop(run, hooks, loop: Loop, mid_epoch: bool, signum, where: str) -> None:
+    """Ends a run stopped on request: checkpoints where it stopped, raises Interrupted."""
+    for hook in hooks:
+        hook.interrupted(loop, mid_epoch)
+    signum = signum if isinstance(signum, int) and not isinstance(signum, bool) else 15
+    raise Interrupted(signum, run.results("interrupted"), where)
 
 
 def load_model(

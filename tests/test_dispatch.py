@@ -57,7 +57,7 @@ def test_dispatching_ahead_changes_no_number(monkeypatch, tiny_dataset, many_bat
     """The losses of a loop that waits for every step (the old loop) are the same, bit for bit."""
     ahead = fit(tiny_dataset, many_batches.replace(epochs=2), quiet=True).metrics
 
-    def waiting_run(self, state, batches, count, log, on_batch):
+    def waiting_run(self, state, batches, count, log, on_batch, stop=None):
         batch = None
         for _ in range(count):
             state, batch, loss = self(state, batches, log)
@@ -82,12 +82,12 @@ def test_steps_in_flight_are_bounded(monkeypatch, tiny_dataset, many_batches):
         counts["most"] = max(counts["most"], counts["dispatched"] - counts["heard"])
         return dispatch(self, state, batches, log)
 
-    def counted_run(self, state, batches, count, log, on_batch):
+    def counted_run(self, state, batches, count, log, on_batch, stop=None):
         def heard(*args):
             counts["heard"] += 1
             on_batch(*args)
 
-        return run(self, state, batches, count, log, heard)
+        return run(self, state, batches, count, log, heard, stop)
 
     monkeypatch.setattr(Stepper, "dispatch", counted_dispatch)
     monkeypatch.setattr(Stepper, "run", counted_run)
