@@ -130,6 +130,7 @@ REPORTS: dict[str, Report] = {
         "in the archive",
     ),
     "size-study": Report(("size-study.md", "size-study.json", "figures"), _size_study),
+    "link-study": Report(("link-study.md",), _link_study),
     "disk": Report(
         ("disk.md",),
         None,
