@@ -14,7 +14,7 @@ import pytest
 
 from gns_jax.cli import main
 from gns_jax.data import save_dataset, synthetic
-from gns_jax.errors import CheckpointError, ConfigError
+from gns_jax.errors import CheckpointError, ConfigError, DatasetError
 from gns_jax.factories import check_memory, make_sampler
 from gns_jax.graph import CSRGraph
 from gns_jax.sampling import NodeWiseSampler
@@ -102,3 +102,21 @@ def test_a_checkpoint_that_cannot_be_written_leaves_the_last_one_intact(
     # resuming goes on from it
     more = fit(tiny_dataset, dataclasses.replace(config, resume=True), quiet=True)
     assert more.metrics["resumed_from_step"] == 3 and len(more.metrics["epochs"]) == 3
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_dataset_that_cannot_be_written_leaves_nothing_behind(tiny_dataset, tmp_path, exists):
+    """``save`` beyond the file-size limit: one line naming the folder, and no partial dataset
+    (a folder it created is gone; an empty one given stays empty)."""
+    folder = tmp_path / "saved"
+    if exists:
+        folder.mkdir()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2048, hard))
+    try:
+        with pytest.raises(DatasetError, match="cannot write the dataset") as caught:
+            save_dataset(tiny_dataset, folder)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert "\n" not in str(caught.value) and str(folder) in str(caught.value)
+    assert (folder.exists() and not any(folder.iterdir())) if exists else not folder.exists()

@@ -49,6 +49,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import warnings
 import zlib
 from pathlib import Path
@@ -92,10 +93,19 @@ def save_dataset(dataset: Dataset, folder: str | os.PathLike, feature_dtype: str
     """
     if feature_dtype not in ("float32", "float16"):
         raise DatasetError(f"--feature-dtype: float32 or float16, got '{feature_dtype}'")
+    created = not Path(folder).exists()
     folder = check_new_folder(folder)
     try:
         _write(dataset, folder, feature_dtype)
-    except OSError as e:
+    except OSError as e:  # no partial dataset left: the folder was new or empty
+        if created:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            for entry in folder.iterdir():
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
         raise DatasetError(f"{folder}: cannot write the dataset ({e.strerror or e})") from None
 
 
