@@ -120,3 +120,31 @@ def test_a_dataset_that_cannot_be_written_leaves_nothing_behind(tiny_dataset, tm
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert "\n" not in str(caught.value) and str(folder) in str(caught.value)
     assert (folder.exists() and not any(folder.iterdir())) if exists else not folder.exists()
+
+
+@pytest.mark.slow
+def test_results_that_cannot_be_written_are_one_line_and_leave_a_whole_file(tmp_path):
+    """``--out`` beyond the file-size limit (1 KiB: the start-up record fits, the results do
+    not): one line naming the file and the reason, exit 2, the file still a whole JSON, no
+    temporary file beside it."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.helpers import TINY_ARGS
+
+    out = tmp_path / "run.json"
+    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "gns_jax", "train", *TINY_ARGS, "--out", str(out), "--quiet",
+         "--no-compile-cache"],
+        capture_output=True, text=True, timeout=300,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard)),
+    )  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert str(out) in lines[0] and "cannot write" in lines[0]
+    assert json.loads(out.read_text())["status"] == "starting"
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")) == [
+        "run.json"
+    ]
