@@ -167,7 +167,7 @@ def test_out_is_written_after_every_epoch_and_atomically_and_quiet_is_silent(
     def spy(path, data, option="--out"):
         real(path, data, option)
         seen.append(json.loads(path.read_text())["status"])
-        assert not list(tmp_path.glob(".r.json.*"))  # no temporary file left behind
+        assert not list(tmp_path.glob(".r.json.*.tmp"))  # no temporary file left behind
 
     monkeypatch.setattr(commands, "write_atomically", spy)
     assert main(["train", *TINY, "--quiet", "--out", str(out)]) == 0
