@@ -20,8 +20,13 @@ def _build():
     return module
 
 
-def test_there_are_three_notebooks():
-    assert NAMES == ["01_why_gns", "02_importance_weights", "03_training_and_convergence"]
+def test_there_are_four_notebooks():
+    assert NAMES == [
+        "01_why_gns",
+        "02_importance_weights",
+        "03_training_and_convergence",
+        "04_link_prediction",
+    ]
 
 
 @pytest.mark.parametrize("name", NAMES)
