@@ -199,9 +199,7 @@ def _aligned_empty(shape: tuple[int, int], dtype: np.dtype, align: int = 64) -> 
     """An uninitialised array whose data starts on an ``align``-byte boundary, which lets JAX's
     CPU backend use it in place (``device_put`` without a copy)."""
     size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    raw = np.empty(size + align, dtype=np.uint8)
-    start = -raw.ctypes.data % align
-    return raw[start : start + size].view(dtype).reshape(shape)
+    return _aligned_view(np.empty(size + align, dtype=np.uint8), shape, dtype, align)
 
 
 class FeatureLoader:

@@ -14,6 +14,7 @@ Per split: ``accuracy`` (the pair's decision at probability 0.5, positives and n
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -99,8 +100,6 @@ class LinkEvaluator:
 
     def __init__(self, dataset: Dataset, split, features: np.ndarray, task: Task,
                  meter: TransferMeter | None = None):  # fmt: skip
-        import dataclasses
-
         self.task, self.split = task, split
         self.meter = meter or TransferMeter()
         train = dataclasses.replace(dataset, graph=split.train_graph(dataset.graph))
