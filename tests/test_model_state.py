@@ -63,7 +63,10 @@ def test_batchnorm_and_rngs_dropout_train_through_fit(tiny_config, tiny_dataset,
     assert result.model.drop.deterministic and result.model.norms[0].use_running_average
     # load_model restores it into a template of its class, whatever the template's seeds.
     folder = config.checkpoint_dir
-    with pytest.raises(ConfigError, match="NormedSAGE, not a GraphSAGE: pass a template"):
+    with pytest.raises(
+        ConfigError,
+        match=r"NormedSAGE, not the command's gns_jax\.models\.GraphSAGE: pass a template",
+    ):
         load_model(folder, tiny_dataset)
     with pytest.raises(ConfigError, match="the template is a gns_jax.models.GraphSAGE"):
         load_model(folder, tiny_dataset, model=make_model(tiny_dataset, config, jax.random.key(0)))

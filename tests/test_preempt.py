@@ -81,8 +81,9 @@ def test_handlers_are_restored_after_the_run():
 @pytest.mark.parametrize("signum, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_command_stops_on_a_signal_and_resumes_exactly(tmp_path, signum, status):
     spec = "synthetic:nodes=20000,degree=6,features=8,classes=3"
-    args = ["--dataset", spec, "--epochs", "3", "--batch-size", "16", "--fanouts", "4,3",
-            "--hidden", "16", "--sampler", "ns", "--eval-every", "3"]  # fmt: skip
+    # Epochs take 0.2 s on 2 cores: 40 of them leave the signal seconds to land mid-run.
+    args = ["--dataset", spec, "--epochs", "40", "--batch-size", "16", "--fanouts", "4,3",
+            "--hidden", "16", "--sampler", "ns", "--eval-every", "40"]  # fmt: skip
     gns = [sys.executable, "-m", "gns_jax", "train", *args]
     straight_out = tmp_path / "straight.json"
     done = subprocess.run([*gns, "--out", str(straight_out), "--quiet"], capture_output=True,
@@ -92,9 +93,8 @@ def test_the_command_stops_on_a_signal_and_resumes_exactly(tmp_path, signum, sta
     run = [*gns, "--out", str(out), "--checkpoint-dir", str(ckpt)]
     proc = subprocess.Popen(run, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:  # after the first epoch's line: in the second epoch
-        if line.startswith("epoch    1/3"):
+        if line.startswith("epoch    1/40"):
             break
-    time.sleep(0.5)
     start = time.monotonic()
     proc.send_signal(signum)
     rest = proc.stderr.read()
