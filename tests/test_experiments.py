@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import types
 
 import jax
 import numpy as np
@@ -454,3 +455,35 @@ def test_dgl_side_times_dgls_dataloader_on_the_seed_batches(tmp_path):
     assert result["loader_batches_per_s"] == pytest.approx(1e3 / result["loader_ms"])
     assert result["loader_input_nodes"] >= 50 and result["sample_ms"] > 0
     assert result["fanouts_dgl"] == [3, 5] and result["train_batch_s"] is None
+
+
+def test_bench_link_scores_the_peer_with_the_evaluators_metrics(tmp_path):
+    """The PyG side's metrics come from its logits through the same formulas as our evaluator's
+    (a defect in either, e.g. ranks against the wrong negatives, makes them differ), and the
+    split both sides read is the library's split with a random subset of its training edges."""
+    from experiments import bench_link
+    from gns_jax.linkeval import _metrics
+    from gns_jax.links import load_edge_split, random_edge_split
+
+    rng = np.random.default_rng(0)
+    pos, neg = rng.normal(1.0, 1.0, 300), rng.normal(0.0, 1.0, 300)
+    ranked = rng.normal(0.0, 1.0, (300, 20))
+    ours = _metrics(pos, neg, ranked, types.SimpleNamespace(hits_k=5))  # reads only hits_k
+    peer = bench_link.link_metrics(pos, neg, ranked, 5)
+    for key in ("roc_auc", "average_precision", "mrr", "hits@5"):
+        assert peer[f"test_{key}"] == pytest.approx(ours[key], abs=1e-6), key
+    shuffled = bench_link.link_metrics(pos, neg, rng.permuted(ranked, axis=0) + 0.5, 5)
+    assert shuffled["test_mrr"] != pytest.approx(ours["mrr"], abs=1e-3)
+
+    dataset = load_dataset("cora")
+    args = argparse.Namespace(edge_split="0.85,0.05,0.10", seed=3, rank_negatives=10,
+                              train_edges=500)  # fmt: skip
+    path = tmp_path / "split.npz"
+    sizes = bench_link.write_split(dataset, args, path)
+    full = random_edge_split(dataset.graph, (0.85, 0.05, 0.10), 3, 10)
+    read = load_edge_split(path, dataset.graph, 10, 3)
+    assert sizes["train_pos"] == len(read.train_pos) == 500
+    keys = lambda a: set(map(tuple, a.tolist()))
+    assert keys(read.train_pos) < keys(full.train_pos)
+    np.testing.assert_array_equal(read.test_pos, full.test_pos)
+    np.testing.assert_array_equal(read.test_rank_neg, full.test_rank_neg)
