@@ -29,13 +29,14 @@ each), model width, optimiser and epochs on both sides (needs ``make peers``: ru
   test ROC-AUC, average precision, MRR and Hits@K against the split's ranking negatives (the
   same pairs for both), and for ours the feature rows moved host->device per batch.
 
-    .venv-peers/bin/python -m experiments.bench_link --dataset facebook_pagepage --epochs 10 \\
+    .venv-peers/bin/python -m experiments.bench_link --dataset facebook_pagepage --epochs 3 \\
         --out experiments/reports/bench-link/facebook_pagepage
 
 Writes ``bench_link.json`` (after every round and every side trained: a rerun with the same
-options goes on from there; ``--input-only`` first, then without it, splits a long benchmark in
-two) and ``bench_link.md`` in ``--out``; prints the hardware. The committed
-report (``experiments/reports/bench-link/``, one folder a graph) joins them in ``bench-link.md``
+options, ``--rounds`` aside, goes on from there; ``--input-only`` first, then without it,
+splits a long benchmark in two, and until a side has trained ``--epochs`` may change) and
+``bench_link.md`` in ``--out``; prints the hardware. The committed report
+(``experiments/reports/bench-link/``, one folder a graph) joins them in ``bench-link.md``
 (:func:`combine`; ``python -m experiments.regenerate bench-link``).
 """
 
@@ -265,17 +266,25 @@ def report(result: dict) -> str:
         f"one uniform negative each, hidden {a['hidden']}, Adam {a['lr']}, {a['epochs']} epochs; "
         f"GNS cache {a['cache_fraction']}.",
         "",
-        f"## Input side, batches per second (median of {a['rounds']} interleaved rounds)",
+        f"## Input side, batches per second (median of {len(result['input'])} interleaved rounds)",
         "",
-        "| loader | batches/s | vs PyG | rows host->device a batch |",
-        "|---|---|---|---|",
+        "| loader | batches/s | vs PyG | vs PyG, each round | rows host->device a batch |",
+        "|---|---|---|---|---|",
     ]
     pyg = median_rates(result["input"], "PyG")
-    lines.append(f"| PyG LinkNeighborLoader | {pyg:.2f} | 1.00 | - |")
+    lines.append(f"| PyG LinkNeighborLoader | {pyg:.2f} | 1.00 | - | - |")
     for name in CONFIGS:
         rate = median_rates(result["input"], name)
+        rounds = ", ".join(f"{r[name]['batches_per_s'] / r['PyG']['batches_per_s']:.2f}"
+                           for r in result["input"])  # fmt: skip
         rows = np.median([r[name]["rows_moved"] for r in result["input"]])
-        lines.append(f"| gns-jax {name} | {rate:.2f} | {rate / pyg:.2f} | {rows:,.0f} |")
+        lines.append(f"| gns-jax {name} | {rate:.2f} | {rate / pyg:.2f} | {rounds} | {rows:,.0f} |")
+    lines += [
+        "",
+        "PyG samples with torch-sparse (it warns that it prefers pyg-lib, whose wheels are not "
+        "on PyPI), and keeps each batch's target edges in the graph it samples from; gns-jax "
+        "removes them (and their reverses) from the batch's message passing.",
+    ]
     if "train" in result:
         lines += [
             "",
@@ -354,7 +363,8 @@ def main(argv=None) -> int:
     )
     if path.exists():  # resume: the rounds and sides measured so far, if the options match
         saved = json.loads(path.read_text())
-        differ = [k for k in options if k not in RESUMABLE and saved["args"].get(k) != options[k]]
+        free = RESUMABLE + (() if "train" in saved else ("epochs",))  # input: any epochs
+        differ = [k for k in options if k not in free and saved["args"].get(k) != options[k]]
         if differ:
             parser.error(f"{path} holds a run with other {', '.join(differ)}: use another --out")
         result |= {k: saved[k] for k in ("input", "train") if k in saved}
