@@ -353,8 +353,9 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_link.json"
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    options["dataset"] = dataset.name  # a saved folder: its dataset, not where it lies
     result = dict(
-        dataset=args.dataset,
+        dataset=dataset.name,
         num_nodes=dataset.num_nodes,
         num_edges=int(dataset.graph.num_edges),
         args=options,

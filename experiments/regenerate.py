@@ -86,6 +86,12 @@ def _link_study(folder: Path) -> None:
     (folder / "link-study.md").write_text(table(folder))
 
 
+def _bench_link(folder: Path) -> None:
+    from experiments.bench_link import combine
+
+    combine(folder)
+
+
 def _size_study(folder: Path) -> None:
     from experiments.size_report import report
 
@@ -131,6 +137,7 @@ REPORTS: dict[str, Report] = {
     ),
     "size-study": Report(("size-study.md", "size-study.json", "figures"), _size_study),
     "link-study": Report(("link-study.md",), _link_study),
+    "bench-link": Report(("bench-link.md",), _bench_link),
     "disk": Report(
         ("disk.md",),
         None,
