@@ -47,6 +47,7 @@ import json
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import jax
@@ -58,8 +59,8 @@ from gns_jax import TrainConfig, fit
 from gns_jax.data import load_dataset
 from gns_jax.environment import environment
 from gns_jax.factories import prepare_features
-from gns_jax.links import random_edge_split
-from gns_jax.metrics import average_precision, hits_at_k, mrr, roc_auc
+from gns_jax.linkeval import _metrics
+from gns_jax.links import random_edge_split, remove_edges
 from gns_jax.run import build_run
 
 CONFIGS = ("NS", "GNS")
@@ -130,14 +131,10 @@ def pyg_data(dataset, features: np.ndarray, split: dict):
     import torch
     from torch_geometric.data import Data
 
-    senders, receivers = dataset.graph.edges()
     held = np.concatenate([split["val_pos"], split["test_pos"]])
+    senders, receivers = remove_edges(dataset.graph, held).edges()  # both directions
     n = dataset.num_nodes
-    keys = senders.astype(np.int64) * n + receivers
-    drop = np.concatenate([held[:, 0].astype(np.int64) * n + held[:, 1],
-                           held[:, 1].astype(np.int64) * n + held[:, 0]])  # fmt: skip
-    keep = ~np.isin(keys, drop)
-    train_ei = np.stack([senders[keep], receivers[keep]]).astype(np.int64)
+    train_ei = np.stack([senders, receivers]).astype(np.int64)
     val = split["val_pos"].T.astype(np.int64)
     eval_ei = np.concatenate([train_ei, val, val[::-1]], axis=1)
     x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
@@ -171,17 +168,10 @@ def pyg_input_rate(loader) -> dict:
 
 
 def link_metrics(pos: np.ndarray, neg: np.ndarray, ranked: np.ndarray, k: int) -> dict:
-    """The metrics of ``gns_jax.linkeval`` from logits: the test positives, negatives and each
-    positive's ranking negatives."""
-    scores = np.r_[pos, neg]
-    labels = np.r_[np.ones(pos.size, bool), np.zeros(neg.size, bool)]
-    prob = np.stack([-scores, scores], 1).astype(np.float32)
-    return {
-        "test_roc_auc": roc_auc(prob, labels.astype(np.int64)),
-        "test_average_precision": average_precision(scores, labels),
-        "test_mrr": mrr(pos, ranked),
-        f"test_hits@{k}": hits_at_k(pos, ranked, k),
-    }
+    """The metrics of ``gns_jax.linkeval`` from logits (its own function): the test positives,
+    negatives and each positive's ranking negatives."""
+    out = _metrics(pos, neg, ranked, types.SimpleNamespace(hits_k=k))  # it reads only hits_k
+    return {f"test_{name}": value for name, value in out.items() if name != "accuracy"}
 
 
 def pyg_train(train_data, eval_data, split: dict, args) -> dict:
