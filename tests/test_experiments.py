@@ -487,3 +487,50 @@ def test_bench_link_scores_the_peer_with_the_evaluators_metrics(tmp_path):
     assert keys(read.train_pos) < keys(full.train_pos)
     np.testing.assert_array_equal(read.test_pos, full.test_pos)
     np.testing.assert_array_equal(read.test_rank_neg, full.test_rank_neg)
+
+
+def _study_run(nodes, label, seed, accuracies, rows, **extra):
+    """A completed size-study run JSON (the keys ``experiments.size_report`` reads)."""
+    dataset = f"synthetic:nodes={nodes},degree=30,features=100,classes=20,signal=0.1"
+    return dict(
+        status="completed", dataset=dataset, label=label, seed=seed, num_nodes=nodes,
+        config=dict(fanouts=[15, 10, 5], batch_size=1000, seed=seed),
+        epochs=[dict(time_s=1.0, test_accuracy=a) for a in accuracies],
+        epoch_time_s=1.0, h2d_rows_per_batch=rows, **extra,
+    )  # fmt: skip
+
+
+def test_the_size_report_pairs_the_planners_runs_with_ns_by_seed(tmp_path):
+    """The ``auto`` table holds each planner run against NS's run of the same seed: paired any
+    other way (seed 1's auto against seed 0's NS), the gaps and the verdict would differ."""
+    from experiments import size_report
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    ns = {0: [0.5, 0.9], 1: [0.7, 0.99]}
+    gns = {0: [0.4, 0.88], 1: [0.6, 0.97]}
+    auto = {0: [0.49, 0.895], 1: [0.69, 0.985]}  # within a point of its own seed's NS
+    plan = lambda s: dict(seconds=0.2 + s, chosen=0.05)
+    runs = [_study_run(20_000, "NS 3-layer", s, a, 1000.0) for s, a in ns.items()]
+    runs += [_study_run(20_000, "GNS 1% 3-layer", s, a, 500.0) for s, a in gns.items()]
+    runs += [
+        _study_run(20_000, "GNS auto 3-layer", s, a, 550.0, cache_fraction=0.05, plan=plan(s))
+        for s, a in auto.items()
+    ]
+    for i, run in enumerate(runs):
+        (folder / f"{i}.json").write_text(json.dumps(run))
+    (entry,) = size_report.rows(tmp_path)
+    a = entry["auto"]
+    assert a["seeds"] == [0, 1] and a["chosen"] == [0.05, 0.05]
+    np.testing.assert_allclose(a["final_gap"], [-0.5, -0.5])
+    np.testing.assert_allclose(a["curve_gap"], [-0.75, -0.75])
+    assert a["rows_vs_ns"] == pytest.approx(0.55)
+    assert size_report.keeps_up(a)
+    line = size_report.auto_table([entry]).splitlines()[-1]
+    assert "| 0.05 | 1.20 |" in line and line.endswith("| 0.55 | yes |")
+    # a run that falls behind its own seed's NS is not kept up, whatever the other seed did
+    (folder / "5.json").write_text(json.dumps(runs[5] | dict(epochs=[
+        dict(time_s=1.0, test_accuracy=v) for v in (0.6, 0.95)])))  # fmt: skip
+    (entry,) = size_report.rows(tmp_path)
+    assert not size_report.keeps_up(entry["auto"])
+    assert size_report.auto_table([entry]).endswith("| no |")
