@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -55,7 +56,10 @@ class Run:
         ).hexdigest()[:10]
         return f"{file_name(self.dataset)}__{file_name(self.label)}__s{self.seed}__{digest}"
 
-    def command(self, out: Path) -> list[str]:
+    def command(self, out: Path, checkpoint_dir: Path | None = None) -> list[str]:
+        """The ``gns-jax train`` command writing ``out``; with ``checkpoint_dir`` it checkpoints
+        there at every epoch's end and resumes from the latest checkpoint found there."""
+        resume = [] if checkpoint_dir is None else ["--checkpoint-dir", str(checkpoint_dir)]
         return [
             sys.executable,
             "-m",
@@ -66,6 +70,8 @@ class Run:
             "--seed",
             str(self.seed),
             *self.args,
+            *resume,
+            *(["--resume"] if resume else []),
             "--quiet",
             "--out",
             str(out),
@@ -79,11 +85,23 @@ def _completed(path: Path) -> bool:
         return False
 
 
-def run_grid(runs: Iterable[Run], out: Path, *, env: dict | None = None) -> list[Path]:
-    """Runs every run not completed yet, in order; returns the JSON paths of all runs."""
+CHECKPOINTS = "checkpoints"  # OUT/checkpoints/<name>: a resumable run's, removed when it ends
+
+
+def run_grid(
+    runs: Iterable[Run], out: Path, *, env: dict | None = None, resumable: bool = False
+) -> list[Path]:
+    """Runs every run not completed yet, in order; returns the JSON paths of all runs.
+
+    ``resumable``: each run checkpoints at every epoch's end in ``OUT/checkpoints/<name>``, so a
+    run killed part way (a session's end) goes on from its last finished epoch the next time
+    instead of starting again; the folder is removed once the run has completed, and the run
+    file records it as ``checkpoints/<name>`` (relative to ``OUT``)."""
     runs = list(runs)
     folder = out / "runs"
     folder.mkdir(parents=True, exist_ok=True)
+    if resumable:
+        (out / CHECKPOINTS).mkdir(exist_ok=True)  # its runs lock their folders beside them
     paths = []
     for i, run in enumerate(runs):
         path = folder / f"{run.name}.json"
@@ -96,17 +114,26 @@ def run_grid(runs: Iterable[Run], out: Path, *, env: dict | None = None) -> list
             file=sys.stderr,
             flush=True,
         )
+        # relative to the working folder: the run file in progress names no absolute path
+        checkpoints = Path(os.path.relpath(out / CHECKPOINTS / run.name)) if resumable else None
         proc = subprocess.run(
-            run.command(path), env={**os.environ, **(env or {})}, capture_output=True, text=True
+            run.command(path, checkpoints),
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
         )
         if proc.returncode != 0:
             print(proc.stderr[-2000:], file=sys.stderr)
             raise SystemExit(f"run {run.name} failed with exit status {proc.returncode}")
         result = json.loads(path.read_text())
         result["label"] = run.label  # what aggregation groups by
+        if checkpoints is not None:  # bookkeeping of the grid: no path of this machine
+            result["config"]["checkpoint_dir"] = f"{CHECKPOINTS}/{run.name}"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1))
         os.replace(tmp, path)
+        if checkpoints is not None:
+            shutil.rmtree(checkpoints, ignore_errors=True)
         print(f"    done in {time.perf_counter() - start:.0f}s", file=sys.stderr, flush=True)
     return paths
 
@@ -132,6 +159,7 @@ def load_runs(paths: Iterable[Path], runs: Iterable[Run]) -> list[dict]:
 
 
 _SEED_KEYS = ("seed", "split_seed")
+_RESUME_KEYS = ("checkpoint_dir", "checkpoint_every", "resume")  # how a run was kept, not what
 
 
 def groups(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
@@ -141,10 +169,11 @@ def groups(results: list[dict]) -> dict[tuple[str, str], list[dict]]:
         out.setdefault((r["dataset"], r["label"]), []).append(r)
     # An option a run's version did not have yet counts as its default.
     defaults = json.loads(json.dumps(TrainConfig().to_json()))
+    ignored = _SEED_KEYS + _RESUME_KEYS
     for key, members in out.items():
         configs = {
             json.dumps(
-                {k: v for k, v in (defaults | m["config"]).items() if k not in _SEED_KEYS},
+                {k: v for k, v in (defaults | m["config"]).items() if k not in ignored},
                 sort_keys=True,
             )
             for m in members

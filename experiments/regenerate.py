@@ -177,11 +177,16 @@ def _is_lock(path: Path) -> bool:
 def pack(folder: Path, report: Report, archive: Path | None = None) -> list[str]:
     """Writes ``folder``'s raw files (everything but the report's outputs and the archive) to
     ``archive`` (default ``folder/runs.tar.xz``), sorted, owner-free; the member names."""
+    from experiments.grid import CHECKPOINTS
+
     archive = archive or folder / ARCHIVE
     files = sorted(
         p
         for p in folder.rglob("*")
-        if p.is_file() and not _is_output(p, folder, report) and not _is_lock(p)
+        if p.is_file()
+        and not _is_output(p, folder, report)
+        and not _is_lock(p)
+        and p.relative_to(folder).parts[0] != CHECKPOINTS  # a resumable grid's, in progress
     )
     if not files:
         raise ValueError(f"{folder}: no raw run files to pack (unpack the archive first?)")

@@ -117,7 +117,7 @@ def main(argv=None) -> int:
             if args.max_minutes and time.monotonic() - start > 60 * args.max_minutes:
                 print("size_study: --max-minutes reached; rerun to go on", file=sys.stderr)
                 break
-            run_grid([run], args.out)
+            run_grid([run], args.out, resumable=True)  # a killed run goes on next time
     from experiments.size_report import report
 
     print(report(args.out))

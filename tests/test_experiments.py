@@ -534,3 +534,31 @@ def test_the_size_report_pairs_the_planners_runs_with_ns_by_seed(tmp_path):
     (entry,) = size_report.rows(tmp_path)
     assert not size_report.keeps_up(entry["auto"])
     assert size_report.auto_table([entry]).endswith("| no |")
+
+
+@pytest.mark.slow
+def test_a_resumable_grid_run_goes_on_from_its_last_epoch(tmp_path):
+    """A resumable grid run killed after its first epoch (its checkpoint left in
+    ``OUT/checkpoints/<name>``) resumes there, ends with both epochs, records no path of the
+    machine and leaves no checkpoint; it pools with a run kept without checkpoints."""
+    import subprocess
+
+    from experiments.grid import CHECKPOINTS, Run, groups, run_grid
+
+    options = ("--fanouts", "5,5", "--batch-size", "64", "--hidden", "16", "--eval-every", "1")
+    run = Run("cora", "NS", 0, (*options, "--epochs", "2", "--sampler", "ns"))
+    checkpoints = tmp_path / CHECKPOINTS / run.name
+    first = Run("cora", "NS", 0, (*options, "--epochs", "1", "--sampler", "ns"))  # the killed run
+    checkpoints.parent.mkdir()
+    subprocess.run(first.command(tmp_path / "first.json", checkpoints), check=True)
+    assert any(checkpoints.iterdir())
+    (path,) = run_grid([run], tmp_path, resumable=True)
+    result = json.loads(path.read_text())
+    assert result["status"] == "completed" and len(result["epochs"]) == 2
+    assert result["resumed_from_step"], "the run started again instead of resuming"
+    assert result["config"]["checkpoint_dir"] == f"{CHECKPOINTS}/{run.name}"
+    assert str(tmp_path) not in path.read_text()
+    assert not checkpoints.exists()
+    plain = json.loads((tmp_path / "first.json").read_text()) | {"label": "NS"}
+    plain["config"] = plain["config"] | {"checkpoint_dir": None, "resume": False, "epochs": 2}
+    assert len(groups([result, plain])) == 1
