@@ -253,7 +253,8 @@ def report(result: dict) -> str:
         f"{a['edge_split']} (seed {a['seed']}): {result['split']['train_pos']:,} training "
         f"positives, {result['split']['test_pos']:,} test positives and as many negatives; "
         f"fan-outs {','.join(map(str, a['fanouts']))}, {a['batch_size']} positives a batch with "
-        f"one uniform negative each, hidden {a['hidden']}, Adam {a['lr']}, {a['epochs']} epochs; "
+        f"one uniform negative each, hidden {a['hidden']}, Adam {a['lr']}, {a['epochs']} "
+        f"epoch{'s' * (a['epochs'] != 1)}; "
         f"GNS cache {a['cache_fraction']}.",
         "",
         f"## Input side, batches per second (median of {len(result['input'])} interleaved rounds)",
