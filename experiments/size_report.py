@@ -214,6 +214,12 @@ def keeps_up(entry: dict) -> bool:
     )
 
 
+def graph_cells(e: dict) -> str:
+    """The first cells of a plan or auto table's row: family, nodes, degree, depth."""
+    family = "products" if e["depth"] == "products" else "weak-feature"
+    return f"| {family} | {e['nodes']:,} | {degree_of(e['dataset'])} | {e['depth']} |"
+
+
 def plan_table(entries: list[dict]) -> str:
     lines = [
         "| graph | nodes | degree | depth | 1 % keeps up | `auto` picks | share at its pick | "
@@ -226,8 +232,7 @@ def plan_table(entries: list[dict]) -> str:
             continue
         pick = next(m for m in plan["measured"] if m["fraction"] == plan["chosen"])
         lines.append(
-            f"| {'products' if e['depth'] == 'products' else 'weak-feature'} | {e['nodes']:,} | "
-            f"{degree_of(e['dataset'])} | {e['depth']} | {'yes' if keeps_up(e) else 'no'} | "
+            f"{graph_cells(e)} {'yes' if keeps_up(e) else 'no'} | "
             f"{plan['chosen']:g}"
             f"{'' if plan['keeps_up'] else ' (none keeps up)'} | {pick['no_cached_share']:.3f} | "
             f"{plan['seconds']:.2f} | {e['allowance_s']:.1f} | {plan['load_average']:.1f} |"
@@ -249,8 +254,7 @@ def auto_table(entries: list[dict]) -> str:
         n = len(a["seeds"])
         chosen = ", ".join(sorted({f"{c:g}" for c in a["chosen"]}))
         lines.append(
-            f"| {'products' if e['depth'] == 'products' else 'weak-feature'} | {e['nodes']:,} | "
-            f"{degree_of(e['dataset'])} | {e['depth']} | {n} | {chosen} | "
+            f"{graph_cells(e)} {n} | {chosen} | "
             f"{max(a['plan_s']):.2f} | {e['allowance_s']:.1f} | "
             f"{pm(*mean_std(a['final_gap']), n)} | {pm(*mean_std(a['curve_gap']), n)} | "
             f"{a['rows_vs_ns']:.2f} | {'yes' if keeps_up(a) else 'no'} |"
