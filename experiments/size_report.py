@@ -59,10 +59,14 @@ def depth_of(label: str) -> str:
 
 
 def sampler_of(label: str) -> str:
-    """``NS``, ``GNS`` (the fixed 1 % cache) or ``AUTO`` (``--cache-fraction auto``)."""
+    """``NS``, ``GNS`` (the fixed 1 % cache), ``AUTO`` (``--cache-fraction auto``) or, for a
+    larger fixed cache, its label without the depth (``GNS 10%``)."""
     if label.startswith("NS"):
         return "NS"
-    return "AUTO" if " auto " in f" {label} " else "GNS"
+    if " auto " in f" {label} ":
+        return "AUTO"
+    head = label.rsplit(" ", 1)[0]
+    return "GNS" if head == "GNS 1%" else head
 
 
 def nodes_of(result: dict) -> int:
@@ -173,6 +177,11 @@ def rows(out: Path) -> list[dict]:
         for name in ("no_cached_share", "cached_neighbours", "cache_nodes"):
             entry[name] = stats[name] if stats else None
         entry["auto"] = planner_runs(by.get("NS", {}), by.get("AUTO", {}))
+        entry["fixed"] = {
+            name: paired(by["NS"], runs)
+            for name, runs in by.items()
+            if name.startswith("GNS ") and set(runs) & set(by.get("NS", {}))
+        }  # the larger fixed caches, by label
         entries.append(entry)
     entries.sort(key=lambda e: (e["depth"] != "3-layer", e["depth"], e["nodes"], e["dataset"]))
     return entries
@@ -181,14 +190,23 @@ def rows(out: Path) -> list[dict]:
 def planner_runs(ns: dict[int, dict], auto: dict[int, dict]) -> dict | None:
     """The ``--cache-fraction auto`` runs against NS, paired by seed: what the planner chose in
     each run, its cost there, and the gaps of the run it chose (``None`` without such runs)."""
-    seeds = sorted(set(ns) & set(auto))
+    out = paired(ns, auto)
+    if out is not None:
+        seeds = out["seeds"]
+        out["plan_s"] = [float(auto[s]["plan"]["seconds"]) for s in seeds]
+    return out
+
+
+def paired(ns: dict[int, dict], gns: dict[int, dict]) -> dict | None:
+    """GNS runs (any cache fraction) against NS's run of the same seed: the fraction of each,
+    the final and curve gaps and the rows moved against NS's (``None`` without a pair)."""
+    seeds = sorted(set(ns) & set(gns))
     if not seeds:
         return None
-    pairs = [(auto[s], ns[s]) for s in seeds]
+    pairs = [(gns[s], ns[s]) for s in seeds]
     return dict(
         seeds=seeds,
         chosen=[float(a["cache_fraction"]) for a, _ in pairs],
-        plan_s=[float(a["plan"]["seconds"]) for a, _ in pairs],
         final_gap=[100 * (curve(a)[-1] - curve(n)[-1]) for a, n in pairs],
         curve_gap=[100 * (curve(a).mean() - curve(n).mean()) for a, n in pairs],
         rows_vs_ns=float(
@@ -259,6 +277,37 @@ def auto_table(entries: list[dict]) -> str:
             f"{pm(*mean_std(a['final_gap']), n)} | {pm(*mean_std(a['curve_gap']), n)} | "
             f"{a['rows_vs_ns']:.2f} | {'yes' if keeps_up(a) else 'no'} |"
         )
+    return "\n".join(lines)
+
+
+def fractions_table(entries: list[dict]) -> str:
+    """On the graphs trained with larger fixed caches: every fraction trained there (1 %, the
+    larger ones, ``auto``'s pick), its planner statistics (seed 0's plan) and the run against
+    NS, paired by seed; ``keeps up`` as in the ``auto`` table."""
+    lines = [
+        "| graph | nodes | degree | depth | cache | seeds | share without a cached nbr | "
+        "cache nodes | final gap (points) | curve gap (points) | rows vs NS | keeps up |",
+        "|" + "---|" * 12,
+    ]
+    for e in entries:
+        if not e.get("fixed"):
+            continue
+        gns = dict(seeds=e["seeds"], chosen=[0.01] * len(e["seeds"]), final_gap=e["final_gap"],
+                   curve_gap=e["curve_gap"], rows_vs_ns=e["rows_vs_ns"])  # fmt: skip
+        trained = [("1%", gns)] + sorted(e["fixed"].items(), key=lambda kv: kv[1]["chosen"][0])
+        if e.get("auto"):
+            trained.append(("auto", e["auto"]))
+        measured = {m["fraction"]: m for m in (e.get("plan") or {}).get("measured", [])}
+        for name, a in sorted(trained, key=lambda kv: (kv[1]["chosen"][0], kv[0] == "auto")):
+            n, fraction = len(a["seeds"]), a["chosen"][0]
+            m = measured.get(fraction)
+            what = f"auto ({fraction:g})" if name == "auto" else f"{fraction:g}"
+            stats = f"{m['no_cached_share']:.3f} | {m['cache_nodes']:,.0f}" if m else "- | -"
+            lines.append(
+                f"{graph_cells(e)} {what} | {n} | {stats} | "
+                f"{pm(*mean_std(a['final_gap']), n)} | {pm(*mean_std(a['curve_gap']), n)} | "
+                f"{a['rows_vs_ns']:.2f} | {'yes' if keeps_up(a) else 'no'} |"
+            )
     return "\n".join(lines)
 
 
@@ -414,7 +463,15 @@ def report(out: Path) -> str:
         "the fraction each run chose, the planner's largest cost in those runs, and the run "
         "against NS paired by seed; it keeps up when the final gap is within 1 point, the "
         "curve gap within 3 and its rows at most 0.6 of NS's:\n\n"
-        f"{auto_table(entries)}\n\n" + f"{environment_line(results)}\n"
+        f"{auto_table(entries)}\n\n"
+        + (
+            "Where the planner's pick did not keep up, larger fixed caches trained against NS "
+            "(3 layers, paired by seed; the share and cache nodes are the planner's figures "
+            "for that fraction):\n\n" + f"{fractions_table(entries)}\n\n"
+            if any(e.get("fixed") for e in entries)
+            else ""
+        )
+        + f"{environment_line(results)}\n"
     )
     (out / "size-study.md").write_text(text)
     (out / "size-study.json").write_text(json.dumps(dict(rows=entries, r=corr), indent=1))

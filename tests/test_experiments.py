@@ -536,6 +536,33 @@ def test_the_size_report_pairs_the_planners_runs_with_ns_by_seed(tmp_path):
     assert size_report.auto_table([entry]).endswith("| no |")
 
 
+def test_the_size_report_keeps_larger_fixed_caches_apart_from_the_1_percent_row(tmp_path):
+    """A larger fixed cache (``GNS 10% 3-layer``) is its own row of the fractions table, paired
+    with NS by seed: counted as the 1 % runs (the label's depth alone), it would replace them."""
+    from experiments import size_report
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    ns = {0: [0.5, 0.9], 1: [0.7, 0.99]}
+    gns = {0: [0.4, 0.8], 1: [0.6, 0.9]}  # 1 %: 10 points behind at the end
+    ten = {0: [0.5, 0.9], 1: [0.7, 0.98]}  # 10 %: keeps up
+    runs = [_study_run(50_000, "NS 3-layer", s, a, 1000.0) for s, a in ns.items()]
+    runs += [_study_run(50_000, "GNS 1% 3-layer", s, a, 500.0, cache_fraction=0.01)
+             for s, a in gns.items()]  # fmt: skip
+    runs += [_study_run(50_000, "GNS 10% 3-layer", s, a, 400.0, cache_fraction=0.1)
+             for s, a in ten.items()]  # fmt: skip
+    for i, run in enumerate(runs):
+        (folder / f"{i}.json").write_text(json.dumps(run))
+    (entry,) = size_report.rows(tmp_path)
+    np.testing.assert_allclose(entry["final_gap"], [-10, -9])  # the 1 % runs, not the 10 %
+    ten_row = entry["fixed"]["GNS 10%"]
+    assert ten_row["seeds"] == [0, 1] and ten_row["rows_vs_ns"] == pytest.approx(0.4)
+    np.testing.assert_allclose(ten_row["final_gap"], [0, -1])
+    lines = size_report.fractions_table([entry]).splitlines()[2:]
+    assert [line.split(" | ")[4] for line in lines] == ["0.01", "0.1"]
+    assert lines[0].endswith("| 0.50 | no |") and lines[1].endswith("| 0.40 | yes |")
+
+
 @pytest.mark.slow
 def test_a_resumable_grid_run_goes_on_from_its_last_epoch(tmp_path):
     """A resumable grid run killed after its first epoch (its checkpoint left in
