@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.grid import environment_line, file_name, load_folder, mean_std, pm
+from gns_jax.plan import choose, no_cached_limit, passes
 
 __all__ = ["CANDIDATES", "measure_statistics", "report", "rows"]
 
@@ -238,22 +239,57 @@ def graph_cells(e: dict) -> str:
     return f"| {family} | {e['nodes']:,} | {degree_of(e['dataset'])} | {e['depth']} |"
 
 
+def replay(entry: dict, **rules) -> tuple[float, bool] | None:
+    """The planner's choice under its current rules (:func:`gns_jax.plan.passes` and
+    :func:`~gns_jax.plan.choose`; ``rules`` overrides ``passes``'s limits) on the statistics
+    its run on this graph recorded, which do not depend on the rules: ``(chosen, keeps_up)``,
+    ``None`` without them."""
+    plan = entry.get("plan")
+    if not plan:
+        return None
+    limit = rules.pop("limit", no_cached_limit(len(entry["fanouts"])))
+    measured = [m | dict(keeps_up=passes(m, limit=limit, **rules)) for m in plan["measured"]]
+    return choose(measured, limit)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def trained_at(entry: dict, fraction: float) -> dict | None:
+    """This graph's runs at a cache ``fraction`` against NS, paired by seed (the 1 % row, a
+    larger fixed cache or ``auto`` runs that all chose it), ``None`` if none was trained."""
+    if fraction == 0.01:
+        return entry
+    for a in list(entry.get("fixed", {}).values()) + [entry.get("auto")]:
+        if a and set(a["chosen"]) == {fraction}:
+            return a
+    return None
+
+
 def plan_table(entries: list[dict]) -> str:
     lines = [
         "| graph | nodes | degree | depth | 1 % keeps up | `auto` picks | share at its pick | "
-        "planner s | allowance s | load |",
-        "|" + "---|" * 10,
+        "its runs keep up | planner s | allowance s | load |",
+        "|" + "---|" * 11,
     ]
     for e in entries:
         plan = e.get("plan")
         if not plan:
             continue
-        pick = next(m for m in plan["measured"] if m["fraction"] == plan["chosen"])
+        chosen, ok = replay(e)
+        pick = next(m for m in plan["measured"] if m["fraction"] == chosen)
+        runs = trained_at(e, chosen)
+        verdict = (
+            f"{'yes' if keeps_up(runs) else 'no'} ({plural(len(runs['seeds']), 'seed')})"
+            if runs
+            else "not trained"
+        )
         lines.append(
             f"{graph_cells(e)} {'yes' if keeps_up(e) else 'no'} | "
-            f"{plan['chosen']:g}"
-            f"{'' if plan['keeps_up'] else ' (none keeps up)'} | {pick['no_cached_share']:.3f} | "
-            f"{plan['seconds']:.2f} | {e['allowance_s']:.1f} | {plan['load_average']:.1f} |"
+            f"{chosen:g}{'' if ok else ' (none keeps up)'} | {pick['no_cached_share']:.3f} | "
+            f"{verdict} | {plan['seconds']:.2f} | {e['allowance_s']:.1f} | "
+            f"{plan['load_average']:.1f} |"
         )
     return "\n".join(lines)
 
@@ -454,10 +490,12 @@ def report(out: Path) -> str:
             if best
             else ""
         )
-        + "What `--cache-fraction auto` picks on each graph (the planner run once on the "
-        "loaded graph, seed 0), its cost against its allowance (the larger of two NS epochs "
-        "and 15 % of the NS run's summed epoch times, from the NS runs beside it) and the "
-        "1-minute load average when it ran:\n\n"
+        + "What `--cache-fraction auto` picks on each graph under the planner's current rules "
+        "(from the statistics of its run on the loaded graph, seed 0), whether the study's "
+        "runs at that fraction keep up with NS (paired by seed, as below), the planner's cost "
+        "against its allowance (the larger of two NS epochs and 15 % of the NS run's summed "
+        "epoch times, from the NS runs beside it) and the 1-minute load average when it "
+        "ran:\n\n"
         f"{plan_table(entries)}\n\n"
         "Where the study trained `--cache-fraction auto` (graphs where 1 % does not keep up): "
         "the fraction each run chose, the planner's largest cost in those runs, and the run "

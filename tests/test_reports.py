@@ -79,3 +79,38 @@ def test_the_tracked_files_other_than_the_datasets_stay_under_8_mib():
     paths = [ROOT / p for p in tracked if p and not p.startswith("data/")]
     total = sum(p.stat().st_size for p in paths if p.is_file())
     assert total < 8 * 2**20, f"{total / 2**20:.1f} MiB tracked outside data/"
+
+
+def _size_study_rows(tmp_path):
+    from experiments import size_report
+
+    folder = tmp_path / "size-study"
+    regenerate.unpack(ROOT / "experiments/reports/size-study/runs.tar.xz", folder)
+    return size_report.rows(folder)
+
+
+def _lagging_picks(entries, **rules):
+    """The graphs where the planner, replayed on the study's recorded statistics, says a
+    fraction keeps up and the study's runs at that fraction (4 seeds or more) do not."""
+    from experiments import size_report
+
+    out = []
+    for e in entries:
+        chosen, ok = size_report.replay(e, **rules) or (None, False)
+        runs = size_report.trained_at(e, chosen) if ok else None
+        if runs and len(runs["seeds"]) >= 4 and not size_report.keeps_up(runs):
+            out.append((e["nodes"], e["depth"], chosen))
+    return out
+
+
+def test_the_planners_picks_keep_up_where_the_size_study_trained_them(tmp_path):
+    """Issue's criterion on the committed runs: wherever the planner's rules pick a fraction
+    and the size study trained that fraction on that graph over 4 seeds, it keeps up with NS
+    (final within 1 point, curve within 3, at most 0.6 of NS's rows). The former rows limit
+    (0.6) is the defect this catches: it picks 20 % on the 50k-node degree-15 graph, which
+    learns 3.6 points more slowly than NS over the epochs."""
+    entries = _size_study_rows(tmp_path)
+    checked = [e for e in entries if e.get("plan")]
+    assert len(checked) >= 10
+    assert _lagging_picks(entries) == []
+    assert (50_000, "3-layer", 0.2) in _lagging_picks(entries, rows_limit=0.6)
