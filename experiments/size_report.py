@@ -208,6 +208,7 @@ def paired(ns: dict[int, dict], gns: dict[int, dict]) -> dict | None:
     return dict(
         seeds=seeds,
         chosen=[float(a["cache_fraction"]) for a, _ in pairs],
+        curve=np.mean([curve(a) for a, _ in pairs], axis=0).tolist(),  # over the seeds
         final_gap=[100 * (curve(a)[-1] - curve(n)[-1]) for a, n in pairs],
         curve_gap=[100 * (curve(a).mean() - curve(n).mean()) for a, n in pairs],
         rows_vs_ns=float(
@@ -463,7 +464,36 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
     paths.append(folder / "curves.png")
     fig.savefig(paths[-1], dpi=100)
     plt.close(fig)
+    checked = [e for e in entries if e.get("fixed")]
+    if checked:
+        paths.append(plot_fractions(checked, folder / "fractions.png", plt))
     return paths
+
+
+def plot_fractions(entries: list[dict], path: Path, plt) -> Path:
+    """Accuracy per epoch (mean over seeds) of NS and every cache trained on the graphs with
+    larger fixed caches: does a larger cache learn as fast as NS?"""
+    fig, axes = plt.subplots(1, len(entries), figsize=(4.6 * len(entries), 3.6), squeeze=False)
+    for ax, e in zip(axes[0], entries):
+        lines = [("NS", e["ns_curve"], "k"), ("1%", e["gns_curve"], None)]
+        for a in sorted(e["fixed"].values(), key=lambda a: a["chosen"][0]):
+            lines.append((f"{a['chosen'][0]:.0%}", a["curve"], None))
+        if e.get("auto"):
+            chosen = e["auto"]["chosen"][0]  # the rules of the runs' time: replay() for today's
+            lines.append((f"auto when trained ({chosen:.0%})", e["auto"]["curve"], None))
+        for label, c, color in lines:
+            c = 100 * np.array(c)
+            style = dict(color=color, lw=2) if color else dict(ls="--" if "auto" in label else "-")
+            ax.plot(np.arange(1, c.size + 1), c, label=label, **style)
+        ax.set_title(f"{e['nodes'] // 1000}k nodes, degree {degree_of(e['dataset'])}, "
+                     f"{e['depth']}", fontsize=9)  # fmt: skip
+        ax.set_xlabel("epoch")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel("test accuracy % (mean over seeds)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def report(out: Path) -> str:
