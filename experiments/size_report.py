@@ -209,6 +209,7 @@ def paired(ns: dict[int, dict], gns: dict[int, dict]) -> dict | None:
         seeds=seeds,
         chosen=[float(a["cache_fraction"]) for a, _ in pairs],
         curve=np.mean([curve(a) for a, _ in pairs], axis=0).tolist(),  # over the seeds
+        planned=all("plan" in a for a, _ in pairs),  # --cache-fraction auto runs
         final_gap=[100 * (curve(a)[-1] - curve(n)[-1]) for a, n in pairs],
         curve_gap=[100 * (curve(a).mean() - curve(n).mean()) for a, n in pairs],
         rows_vs_ns=float(
@@ -257,15 +258,14 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def trained_at(entry: dict, fraction: float) -> dict | None:
-    """This graph's runs at a cache ``fraction`` against NS, paired by seed (the 1 % row, a
-    larger fixed cache or ``auto`` runs that all chose it), ``None`` if none was trained."""
+def trained_at(entry: dict, fraction: float) -> list[dict]:
+    """This graph's sets of runs at a cache ``fraction`` against NS, each paired by seed: the
+    1 % row, a larger fixed cache, the ``auto`` runs that all chose it (the study's seeds or
+    the held-out ones); empty if none was trained."""
     if fraction == 0.01:
-        return entry
-    for a in list(entry.get("fixed", {}).values()) + [entry.get("auto")]:
-        if a and set(a["chosen"]) == {fraction}:
-            return a
-    return None
+        return [entry]
+    sets = list(entry.get("fixed", {}).values()) + [entry.get("auto")]
+    return [a for a in sets if a and set(a["chosen"]) == {fraction}]
 
 
 def plan_table(entries: list[dict]) -> str:
@@ -280,16 +280,14 @@ def plan_table(entries: list[dict]) -> str:
             continue
         chosen, ok = replay(e)
         pick = next(m for m in plan["measured"] if m["fraction"] == chosen)
-        runs = trained_at(e, chosen)
-        verdict = (
+        verdict = " + ".join(
             f"{'yes' if keeps_up(runs) else 'no'} ({plural(len(runs['seeds']), 'seed')})"
-            if runs
-            else "not trained"
+            for runs in trained_at(e, chosen)
         )
         lines.append(
             f"{graph_cells(e)} {'yes' if keeps_up(e) else 'no'} | "
             f"{chosen:g}{'' if ok else ' (none keeps up)'} | {pick['no_cached_share']:.3f} | "
-            f"{verdict} | {plan['seconds']:.2f} | {e['allowance_s']:.1f} | "
+            f"{verdict or 'not trained'} | {plan['seconds']:.2f} | {e['allowance_s']:.1f} | "
             f"{plan['load_average']:.1f} |"
         )
     return "\n".join(lines)
@@ -338,7 +336,11 @@ def fractions_table(entries: list[dict]) -> str:
         for name, a in sorted(trained, key=lambda kv: (kv[1]["chosen"][0], kv[0] == "auto")):
             n, fraction = len(a["seeds"]), a["chosen"][0]
             m = measured.get(fraction)
-            what = f"auto ({fraction:g})" if name == "auto" else f"{fraction:g}"
+            what = f"{fraction:g}"
+            if name == "auto":
+                what = f"auto when trained ({fraction:g})"
+            elif a.get("planned"):  # the held-out seeds' auto runs (size_study.VALIDATION)
+                what = f"auto now ({fraction:g}), seeds {a['seeds'][0]}-{a['seeds'][-1]}"
             stats = f"{m['no_cached_share']:.3f} | {m['cache_nodes']:,.0f}" if m else "- | -"
             lines.append(
                 f"{graph_cells(e)} {what} | {n} | {stats} | "

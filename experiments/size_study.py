@@ -55,6 +55,11 @@ AUTO_BELOW = 200_000  # nodes, 3 layers; and every 2-layer row
 # Fixed caches larger than 1 % where the planner's pick did not keep up (3 layers): which
 # fraction does? (after every seed's other runs; new runs, so the old names are kept)
 FRACTION_CHECKS = ((100_000, DEGREE, (0.1, 0.2, 0.5)), (50_000, 15, (0.5,)))
+# The planner's rules were set on seeds 0-3 of those two graphs (its picks there moved with
+# them): NS and --cache-fraction auto again on seeds of their own, labelled apart.
+VALIDATION = ((100_000, DEGREE), (50_000, 15))
+VALIDATION_SEEDS = (4, 5, 6, 7)
+VALIDATION_LABEL = "GNS validation"  # auto on the held-out seeds (not pooled with "GNS auto")
 
 
 def epochs(nodes: int) -> int:
@@ -96,6 +101,16 @@ def _run(depth: str, n: int, d: int, seed: int, label: str, args) -> Run:
     return Run(FAMILY.format(n=n, d=d), f"{label} {depth}", seed, (*options, *args))
 
 
+def validation_runs(seeds=VALIDATION_SEEDS) -> list[Run]:
+    """NS and ``--cache-fraction auto`` on :data:`VALIDATION`'s graphs and held-out seeds."""
+    return [
+        _run("3-layer", n, d, seed, label, args)
+        for seed in seeds
+        for n, d in VALIDATION
+        for label, args in (("NS", METHODS["NS"]), (VALIDATION_LABEL, AUTO))
+    ]
+
+
 def products_runs(folder: str, seeds=SEEDS) -> list[Run]:
     """Item 3: the products-scale graph saved in ``folder``, one seed at a time."""
     options = ("--epochs", str(PRODUCTS_EPOCHS), "--eval-every", "1")
@@ -115,7 +130,7 @@ def main(argv=None) -> int:
     parser.add_argument("--max-minutes", type=float, default=None)
     parser.add_argument("--table-only", action="store_true", help="only aggregate --out")
     args = parser.parse_args(argv)
-    grid = graph_runs(args.seeds)
+    grid = graph_runs(args.seeds) + validation_runs()
     if args.products:
         grid += products_runs(args.products, args.seeds)
     if args.only:

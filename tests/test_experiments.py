@@ -563,6 +563,23 @@ def test_the_size_report_keeps_larger_fixed_caches_apart_from_the_1_percent_row(
     assert lines[0].endswith("| 0.50 | no |") and lines[1].endswith("| 0.40 | yes |")
 
 
+def test_the_size_studys_held_out_planner_runs_stay_apart_from_its_auto_runs():
+    """The planner's validation: NS and ``auto`` on seeds the rules were not set on, under a
+    label of their own (pooled with the study's ``auto`` runs, whose picks followed the former
+    rules, the table would mix two rules' fractions)."""
+    from experiments import size_report, size_study
+
+    runs = size_study.validation_runs()
+    assert {r.seed for r in runs} == set(size_study.VALIDATION_SEEDS)
+    assert not set(size_study.VALIDATION_SEEDS) & set(size_study.SEEDS)
+    assert {size_report.sampler_of(r.label) for r in runs} == {"NS", "GNS validation"}
+    planned = [r for r in runs if r.label.startswith("GNS")]
+    assert len(planned) == len(runs) // 2 and all(r.args[-4:-2] == size_study.AUTO[-4:-2]
+                                                  for r in planned)  # fmt: skip
+    names = {r.name for r in size_study.graph_runs()}
+    assert not names & {r.name for r in runs}
+
+
 @pytest.mark.slow
 def test_a_resumable_grid_run_goes_on_from_its_last_epoch(tmp_path):
     """A resumable grid run killed after its first epoch (its checkpoint left in

@@ -97,9 +97,9 @@ def _lagging_picks(entries, **rules):
     out = []
     for e in entries:
         chosen, ok = size_report.replay(e, **rules) or (None, False)
-        runs = size_report.trained_at(e, chosen) if ok else None
-        if runs and len(runs["seeds"]) >= 4 and not size_report.keeps_up(runs):
-            out.append((e["nodes"], e["depth"], chosen))
+        for runs in size_report.trained_at(e, chosen) if ok else []:
+            if len(runs["seeds"]) >= 4 and not size_report.keeps_up(runs):
+                out.append((e["nodes"], e["depth"], chosen))
     return out
 
 
