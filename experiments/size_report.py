@@ -42,6 +42,7 @@ import numpy as np
 
 from experiments.grid import environment_line, file_name, load_folder, mean_std, pm
 from gns_jax.plan import choose, no_cached_limit, passes
+from gns_jax.plotting import save_png
 
 __all__ = ["CANDIDATES", "measure_statistics", "report", "rows"]
 
@@ -445,7 +446,7 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
     fig.suptitle("GNS at 1 % against NS: circles 3 layers (15,10,5), squares 2 layers (10,5)")
     fig.tight_layout()
     paths.append(folder / "gap-vs-statistics.png")
-    fig.savefig(paths[-1], dpi=110)
+    save_png(fig, paths[-1], dpi=110)
     plt.close(fig)
     # accuracy per epoch and against time, one column a row of the table
     fig, axes = plt.subplots(2, len(entries), figsize=(2.6 * len(entries), 5.2), squeeze=False)
@@ -464,7 +465,7 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     paths.append(folder / "curves.png")
-    fig.savefig(paths[-1], dpi=100)
+    save_png(fig, paths[-1], dpi=100)
     plt.close(fig)
     checked = [e for e in entries if e.get("fixed")]
     if checked:
@@ -478,7 +479,8 @@ def plot_fractions(entries: list[dict], path: Path, plt) -> Path:
     fig, axes = plt.subplots(1, len(entries), figsize=(4.6 * len(entries), 3.6), squeeze=False)
     for ax, e in zip(axes[0], entries):
         lines = [("NS", e["ns_curve"], "k"), ("1%", e["gns_curve"], None)]
-        for a in sorted(e["fixed"].values(), key=lambda a: a["chosen"][0]):
+        fixed = [a for a in e["fixed"].values() if not a.get("planned")]  # the study's seeds
+        for a in sorted(fixed, key=lambda a: a["chosen"][0]):
             lines.append((f"{a['chosen'][0]:.0%}", a["curve"], None))
         if e.get("auto"):
             chosen = e["auto"]["chosen"][0]  # the rules of the runs' time: replay() for today's
@@ -493,7 +495,7 @@ def plot_fractions(entries: list[dict], path: Path, plt) -> Path:
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("test accuracy % (mean over seeds)")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, dpi=100)
     plt.close(fig)
     return path
 

@@ -11,6 +11,8 @@
 * :func:`hbars`: horizontal bars on a linear axis with their values written beside them, or
   points on a log axis where the values span orders of magnitude (a bar's length from zero means
   nothing on a log axis); :func:`scale_for`: a log axis only where the values need one.
+* :func:`save_png`: a figure as a palette PNG (a few dozen colours are all a line plot has),
+  about a third of matplotlib's own file, so that committed figures keep the repository small.
 
 matplotlib is imported inside the functions that draw: ``gns_jax`` imports without it.
 """
@@ -31,6 +33,7 @@ __all__ = [
     "hbars",
     "legend",
     "legend_columns",
+    "save_png",
     "scale_for",
     "style",
     "styles",
@@ -238,3 +241,19 @@ def hbars(
     ax.set_yticks(y, labels)
     ax.set_ylim(-0.6, len(labels) - 0.4)
     return "points" if wide else "bars"
+
+
+def save_png(fig, path, *, dpi: int = 100, colors: int = 64) -> None:
+    """Writes ``fig`` to ``path`` as a PNG of at most ``colors`` palette colours (median cut,
+    deterministic), optimised: the figure as matplotlib draws it, in about a third of the bytes."""
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=dpi)
+    buffer.seek(0)
+    with Image.open(buffer) as image:
+        image.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT).save(
+            path, format="PNG", optimize=True
+        )
