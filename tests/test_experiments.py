@@ -572,10 +572,11 @@ def test_the_size_studys_held_out_planner_runs_stay_apart_from_its_auto_runs():
     runs = size_study.validation_runs()
     assert {r.seed for r in runs} == set(size_study.VALIDATION_SEEDS)
     assert not set(size_study.VALIDATION_SEEDS) & set(size_study.SEEDS)
-    assert {size_report.sampler_of(r.label) for r in runs} == {"NS", "GNS validation"}
-    planned = [r for r in runs if r.label.startswith("GNS")]
-    assert len(planned) == len(runs) // 2 and all(r.args[-4:-2] == size_study.AUTO[-4:-2]
-                                                  for r in planned)  # fmt: skip
+    assert {size_report.sampler_of(r.label) for r in runs} == {"NS", "GNS validation", "GNS 50%"}
+    planned = [r for r in runs if r.label.startswith("GNS validation")]
+    ns = [r for r in runs if r.label.startswith("NS")]
+    assert len(planned) == len(ns) == 4 * len(size_study.VALIDATION)
+    assert all(r.args[-4:-2] == size_study.AUTO[-4:-2] for r in planned)
     names = {r.name for r in size_study.graph_runs()}
     assert not names & {r.name for r in runs}
 

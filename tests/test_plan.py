@@ -72,7 +72,7 @@ def test_plan_picks_the_smallest_that_keeps_up(tiny_dataset, gns_config, swept):
     """With the limit between the second and third fraction's shares, the third is chosen."""
     shares = [m["no_cached_share"] for m in swept["measured"]]
     limit = (shares[1] + shares[2]) / 2
-    plan = _plan(tiny_dataset, gns_config, limit=limit, rows_limit=1.0)
+    plan = _plan(tiny_dataset, gns_config, limit=limit, rows_limit=1.0, small_graph_rows=1.0)
     assert plan["chosen"] == FRACTIONS[2] and plan["keeps_up"] is True
     assert [m["keeps_up"] for m in plan["measured"]] == [False, False, True, True]
 
@@ -84,11 +84,29 @@ def test_a_cache_too_small_does_not_keep_up(tiny_dataset, gns_config, swept):
     nodes = [m["cache_nodes"] for m in swept["measured"]]
     plan = plan_cache_fraction(
         tiny_dataset, gns_config, fractions=FRACTIONS, limit=(shares[1] + shares[2]) / 2,
-        rows_limit=1.0, min_cache_nodes=(nodes[2] + nodes[3]) / 2,
+        rows_limit=1.0, min_cache_nodes=(nodes[2] + nodes[3]) / 2, small_graph_rows=1.0,
     )  # fmt: skip
     assert plan["chosen"] == FRACTIONS[3]
     assert [m["keeps_up"] for m in plan["measured"]] == [False, False, False, True]
     assert "cache_nodes >=" in plan["criterion"]
+
+
+def _entry(fraction, rows, ok):
+    return dict(fraction=fraction, no_cached_share=0.0, rows_vs_ns=rows, keeps_up=ok)
+
+
+def test_a_small_graph_takes_the_largest_passing_fraction():
+    """Where the smallest passing fraction still moves more than SMALL_GRAPH_ROWS of NS's rows
+    the largest passing one is chosen; at or below, the smallest; never one that fails."""
+    small = plan_module.SMALL_GRAPH_ROWS
+    measured = [_entry(0.01, 0.9, False), _entry(0.05, small + 0.05, True),
+                _entry(0.2, 0.45, True), _entry(0.5, 0.7, False)]  # fmt: skip
+    assert plan_module.choose(measured, 0.25) == (0.2, True)
+    measured[1]["rows_vs_ns"] = small
+    assert plan_module.choose(measured, 0.25) == (0.05, True)
+    assert plan_module.choose(measured, 0.25, small_graph_rows=small - 0.01) == (0.2, True)
+    none = [m | dict(keeps_up=False) for m in measured]
+    assert plan_module.choose(none, 0.25) == (0.01, False)
 
 
 def test_plan_is_deterministic(tiny_dataset, gns_config, swept):

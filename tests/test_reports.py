@@ -105,12 +105,14 @@ def _lagging_picks(entries, **rules):
 
 def test_the_planners_picks_keep_up_where_the_size_study_trained_them(tmp_path):
     """Issue's criterion on the committed runs: wherever the planner's rules pick a fraction
-    and the size study trained that fraction on that graph over 4 seeds, it keeps up with NS
-    (final within 1 point, curve within 3, at most 0.6 of NS's rows). The former rows limit
-    (0.6) is the defect this catches: it picks 20 % on the 50k-node degree-15 graph, which
-    learns 3.6 points more slowly than NS over the epochs."""
+    and the size study trained that fraction on that graph over 4 seeds (each seed set on its
+    own), it keeps up with NS (final within 1 point, curve within 3, at most 0.6 of NS's rows).
+    The defect this catches is the smallest passing fraction kept on a small graph: it picks
+    5 % of the 100k-node graph and 20 % of the 50k-node degree-15 one, which learn 3.6-3.9
+    points more slowly than NS over the epochs."""
     entries = _size_study_rows(tmp_path)
     checked = [e for e in entries if e.get("plan")]
     assert len(checked) >= 10
     assert _lagging_picks(entries) == []
-    assert (50_000, "3-layer", 0.2) in _lagging_picks(entries, rows_limit=0.6)
+    smallest = _lagging_picks(entries, small_graph_rows=1.0)
+    assert {(100_000, "3-layer", 0.05), (50_000, "3-layer", 0.2)} <= set(smallest)
