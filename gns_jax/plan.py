@@ -168,11 +168,16 @@ def plan_cache_fraction(
         )
     chosen, keeps_up = choose(measured, limit, small_graph_rows=small_graph_rows)
     seconds = time.perf_counter() - start
-    log(
-        f"plan: cache fraction {chosen:g}"
-        + ("" if keeps_up else " (none keeps up with NS on this graph: consider --sampler ns)")
-        + f", in {seconds:.2f}s"
-    )
+    smallest = next((m for m in measured if m["keeps_up"]), None)
+    why = ""
+    if not keeps_up:
+        why = " (none keeps up with NS on this graph: consider --sampler ns)"
+    elif chosen != smallest["fraction"]:
+        why = (
+            f" (a small graph: {smallest['fraction']:g}, the smallest that passes, moves "
+            f"{smallest['rows_vs_ns']:.2f} of NS's rows; the largest that passes is safer)"
+        )
+    log(f"plan: cache fraction {chosen:g}{why}, in {seconds:.2f}s")
     return dict(
         requested="auto",
         fractions=list(fractions),
@@ -181,7 +186,8 @@ def plan_cache_fraction(
         keeps_up=keeps_up,
         criterion=(
             f"no_cached_share <= {limit:g} and rows_vs_ns <= {rows_limit:g} and "
-            f"cache_nodes >= {min_cache_nodes:g}"
+            f"cache_nodes >= {min_cache_nodes:g}; the largest that passes where the smallest "
+            f"has rows_vs_ns > {small_graph_rows:g}"
         ),
         batches=batches,
         seconds=seconds,

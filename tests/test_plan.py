@@ -109,6 +109,15 @@ def test_a_small_graph_takes_the_largest_passing_fraction():
     assert plan_module.choose(none, 0.25) == (0.01, False)
 
 
+def test_the_plan_says_when_it_took_the_largest_on_a_small_graph(tiny_dataset, gns_config):
+    lines = []
+    plan = _plan(tiny_dataset, gns_config, limit=1.0, rows_limit=1.0, small_graph_rows=0.0,
+                 log=lines.append)  # fmt: skip
+    assert plan["chosen"] == FRACTIONS[-1] and plan["keeps_up"] is True
+    assert "a small graph: 0.01, the smallest that passes" in lines[-1]
+    assert "rows_vs_ns > 0" in plan["criterion"]
+
+
 def test_plan_is_deterministic(tiny_dataset, gns_config, swept):
     again = plan_cache_fraction(tiny_dataset, gns_config, fractions=FRACTIONS, rows_limit=0.0)
     assert again["measured"] == swept["measured"] and again["chosen"] == swept["chosen"]
