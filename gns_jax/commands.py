@@ -178,7 +178,9 @@ def run_plan(args: argparse.Namespace) -> dict:
         write_atomically(out, json.dumps(result, indent=1).encode())
     rows = "\n".join(
         f"  {m['fraction']:>6.1%}  {m['no_cached_share']:.3f} of layer-1 nodes without a cached "
-        f"neighbour, rows {m['rows_vs_ns']:.2f} of NS's" + ("  keeps up" if m["keeps_up"] else "")
+        f"neighbour, rows {m['rows_vs_ns']:.2f} of NS's"
+        + ("  passes" if m["keeps_up"] else "")
+        + ("  <- chosen" if m["fraction"] == plan["chosen"] else "")
         for m in plan["measured"]
     )
     verdict = "keeps up with NS" if plan["keeps_up"] else "the best found; none keeps up with NS"

@@ -244,6 +244,8 @@ def test_plan_command(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"--cache-fraction {saved['plan']['chosen']:g}" in printed
     assert "without a cached neighbour" in printed
+    chosen = [line for line in printed.splitlines() if line.endswith("<- chosen")]
+    assert len(chosen) == 1 and f"{saved['plan']['chosen']:.1%}" in chosen[0]
     assert np.isfinite([m["no_cached_share"] for m in saved["plan"]["measured"]]).all()
 
 
