@@ -238,7 +238,7 @@ def plot(curves: dict, graphs, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gns_jax.plotting import Palette, figure_legend
+    from gns_jax.plotting import Palette, figure_legend, save_png
 
     palette = Palette(list(MODES))
     fig, axes = plt.subplots(
@@ -269,7 +269,7 @@ def plot(curves: dict, graphs, path: Path) -> None:
         bottom.set_yscale("log")
     figure_legend(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    save_png(fig, path, dpi=100)
     plt.close(fig)
 
 

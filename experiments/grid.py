@@ -203,7 +203,7 @@ def plot_per_dataset(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gns_jax.plotting import Palette, figure_legend, legend_columns
+    from gns_jax.plotting import Palette, figure_legend, legend_columns, save_png
 
     folder.mkdir(parents=True, exist_ok=True)
     grouped = groups(results)
@@ -220,7 +220,7 @@ def plot_per_dataset(
         fig.suptitle(dataset)
         figure_legend(fig)
         path = folder / f"{file_name(dataset)}.png"
-        fig.savefig(path, dpi=100)
+        save_png(fig, path, dpi=100)
         plt.close(fig)
         paths.append(path)
     return paths

@@ -161,6 +161,8 @@ def plot(table: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from gns_jax.plotting import save_png
+
     fig, axes = plt.subplots(2, len(table), figsize=(3.2 * len(table), 5.6), squeeze=False)
     for column, (name, entry) in enumerate(table.items()):
         top, bottom = axes[0][column], axes[1][column]
@@ -175,7 +177,7 @@ def plot(table: dict, path: Path) -> None:
     axes[1][0].set_ylabel("test accuracy %")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_png(fig, path, dpi=120)
 
 
 def main(argv=None) -> int:
