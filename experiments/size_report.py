@@ -149,8 +149,7 @@ def rows(out: Path) -> list[dict]:
             continue
         ns = [by["NS"][s] for s in seeds]
         gns = [by["GNS"][s] for s in seeds]
-        final = [100 * (curve(g)[-1] - curve(n)[-1]) for g, n in zip(gns, ns)]
-        over = [100 * (curve(g).mean() - curve(n).mean()) for g, n in zip(gns, ns)]
+        one = paired(by["NS"], by["GNS"])  # the 1 % cache against NS
         path = out / "stats" / stats_name(dataset, gns[0]["config"]["fanouts"])
         stats = json.loads(path.read_text()) if path.is_file() else None
 
@@ -165,9 +164,8 @@ def rows(out: Path) -> list[dict]:
             fanouts=ns[0]["config"]["fanouts"], epochs=len(ns[0]["epochs"]),
             ns_final=pct(ns, lambda c: c[-1]), gns_final=pct(gns, lambda c: c[-1]),
             ns_over=pct(ns, np.mean), gns_over=pct(gns, np.mean),
-            final_gap=final, curve_gap=over,
-            rows_vs_ns=float(np.mean([g["h2d_rows_per_batch"] / n["h2d_rows_per_batch"]
-                                      for g, n in zip(gns, ns)])),
+            final_gap=one["final_gap"], curve_gap=one["curve_gap"], rows_vs_ns=one["rows_vs_ns"],
+            one_percent=one,
             ns_epoch_s=float(np.mean([n["epoch_time_s"] for n in ns])),
             gns_epoch_s=float(np.mean([g["epoch_time_s"] for g in gns])),
             ns_curve=np.mean([curve(n) for n in ns], axis=0).tolist(),
@@ -329,9 +327,9 @@ def fractions_table(entries: list[dict]) -> str:
     for e in entries:
         if not e.get("fixed"):
             continue
-        gns = dict(seeds=e["seeds"], chosen=[0.01] * len(e["seeds"]), final_gap=e["final_gap"],
-                   curve_gap=e["curve_gap"], rows_vs_ns=e["rows_vs_ns"])  # fmt: skip
-        trained = [("1%", gns)] + sorted(e["fixed"].items(), key=lambda kv: kv[1]["chosen"][0])
+        trained = [("1%", e["one_percent"])] + sorted(
+            e["fixed"].items(), key=lambda kv: kv[1]["chosen"][0]
+        )
         if e.get("auto"):
             trained.append(("auto", e["auto"]))
         measured = {m["fraction"]: m for m in (e.get("plan") or {}).get("measured", [])}

@@ -512,7 +512,10 @@ def test_the_size_report_pairs_the_planners_runs_with_ns_by_seed(tmp_path):
     auto = {0: [0.49, 0.895], 1: [0.69, 0.985]}  # within a point of its own seed's NS
     plan = lambda s: dict(seconds=0.2 + s, chosen=0.05)
     runs = [_study_run(20_000, "NS 3-layer", s, a, 1000.0) for s, a in ns.items()]
-    runs += [_study_run(20_000, "GNS 1% 3-layer", s, a, 500.0) for s, a in gns.items()]
+    runs += [
+        _study_run(20_000, "GNS 1% 3-layer", s, a, 500.0, cache_fraction=0.01)
+        for s, a in gns.items()
+    ]
     runs += [
         _study_run(20_000, "GNS auto 3-layer", s, a, 550.0, cache_fraction=0.05, plan=plan(s))
         for s, a in auto.items()
