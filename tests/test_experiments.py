@@ -566,6 +566,38 @@ def test_the_size_report_keeps_larger_fixed_caches_apart_from_the_1_percent_row(
     assert lines[0].endswith("| 0.50 | no |") and lines[1].endswith("| 0.40 | yes |")
 
 
+def test_the_size_reports_horizon_table_measures_the_first_epochs_apart(tmp_path):
+    """The horizon table's early gap is the curve gap over the first ``EARLY`` epochs only: a
+    cache that lags in the first epoch and then keeps pace shows a larger gap there than over
+    the whole run (computed over every epoch, both columns would agree)."""
+    from experiments import size_report
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    early = size_report.EARLY
+    ns = [0.8] + [1.0] * (2 * early - 1)
+    gns = [0.4] + [1.0] * (2 * early - 1)  # 40 points behind in the first epoch only
+    nodes = size_report.HORIZON_NODES
+    runs = [_study_run(nodes, "NS 3-layer", s, ns, 1000.0) for s in (0, 1)]
+    runs += [_study_run(nodes, "GNS 1% 3-layer", s, gns, 300.0, cache_fraction=0.01)
+             for s in (0, 1)]  # fmt: skip
+    runs += [_study_run(nodes - 1, "NS 3-layer", 0, ns, 1000.0)]  # below the table's size
+    runs += [_study_run(nodes - 1, "GNS 1% 3-layer", 0, gns, 300.0, cache_fraction=0.01)]
+    for i, run in enumerate(runs):
+        (folder / f"{i}.json").write_text(json.dumps(run))
+    entries = size_report.rows(tmp_path)
+    (entry,) = [e for e in entries if e["nodes"] == nodes]
+    one = entry["one_percent"]
+    np.testing.assert_allclose(one["first_gap"], [-40, -40])
+    np.testing.assert_allclose(one["early_gap"], [-40 / early] * 2)
+    np.testing.assert_allclose(one["curve_gap"], [-40 / (2 * early)] * 2)
+    lines = size_report.horizon_table(entries).splitlines()[2:]
+    assert len(lines) == 1 and f"| {nodes:,} | 1% | 2 | {2 * early} |" in lines[0]
+    cells = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert cells[5:9] == ["-40.00 ± 0.00", f"{-40 / early:.2f} ± 0.00", "-4.00 ± 0.00",
+                          "0.00 ± 0.00"]  # fmt: skip
+
+
 def test_the_size_studys_held_out_planner_runs_stay_apart_from_its_auto_runs():
     """The planner's validation: NS and ``auto`` on seeds the rules were not set on, under a
     label of their own (pooled with the study's ``auto`` runs, whose picks followed the former
