@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -41,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.grid import environment_line, file_name, load_folder, mean_std, pm
+from experiments.size_study import BATCH, TRAIN_SHARE
 from gns_jax.plan import choose, no_cached_limit, passes
 from gns_jax.plotting import save_png
 
@@ -214,6 +216,7 @@ def paired(ns: dict[int, dict], gns: dict[int, dict]) -> dict | None:
         final_gap=[100 * (curve(a)[-1] - curve(n)[-1]) for a, n in pairs],
         curve_gap=[100 * (curve(a).mean() - curve(n).mean()) for a, n in pairs],
         first_gap=[100 * (curve(a)[0] - curve(n)[0]) for a, n in pairs],
+        epoch_gaps=[(100 * (curve(a) - curve(n))).tolist() for a, n in pairs],
         early_gap=[100 * (curve(a)[:EARLY].mean() - curve(n)[:EARLY].mean()) for a, n in pairs],
         rows_vs_ns=float(
             np.mean([a["h2d_rows_per_batch"] / n["h2d_rows_per_batch"] for a, n in pairs])
@@ -354,6 +357,52 @@ def fractions_table(entries: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def horizon_sets(entries: list[dict]) -> list[tuple[dict, dict]]:
+    """The horizon table's rows: ``(entry, runs)`` for each cache trained on a 3-layer graph of
+    at least :data:`HORIZON_NODES` nodes or at products scale, by graph and fraction."""
+    out = []
+    for e in entries:
+        if e["depth"] == "2-layer" or e["nodes"] < HORIZON_NODES:
+            continue
+        sets = [e["one_percent"]] + list(e.get("fixed", {}).values())
+        out += [(e, a) for a in sorted(sets, key=lambda a: a["chosen"][0])]
+    return out
+
+
+def plot_horizon(sets: list[tuple[dict, dict]], path: Path, plt) -> Path:
+    """GNS minus NS in test accuracy after each epoch, mean ± std over the paired seeds, one
+    line per graph and cache, against the epoch (left) and the training steps (right, log
+    scale): the lag sits where NS takes off, in the first epoch of the larger graphs."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.7), sharey=True)
+    for i, (e, a) in enumerate(sets):
+        gaps = np.array(a["epoch_gaps"])
+        m = gaps.mean(0)
+        s = gaps.std(0, ddof=1) if len(gaps) > 1 else np.zeros_like(m)
+        epochs = np.arange(1, m.size + 1)
+        # both families train on 8 % of the nodes, batch 1000 (products: split 8/2/90)
+        steps = epochs * math.ceil(round(TRAIN_SHARE * e["nodes"]) / BATCH)
+        n = e["nodes"]
+        name = f"{n // 1000}k nodes" if n < 1_000_000 else f"{n / 1e6:g}M nodes"
+        name = "products" if e["depth"] == "products" else name
+        label = f"{name}, {a['chosen'][0]:.0%} ({plural(len(gaps), 'seed')})"
+        for ax, x in zip(axes, (epochs, steps)):
+            ax.plot(x, m, marker="o", ms=3, color=f"C{i}", label=label)
+            ax.fill_between(x, m - s, m + s, color=f"C{i}", alpha=0.15, lw=0)
+    for ax in axes:
+        ax.axhline(0, color="grey", lw=0.6)
+    axes[0].axvline(EARLY + 0.5, color="grey", lw=0.6, ls=":")
+    axes[0].set_xlabel(f"epoch (dotted: the products runs' {EARLY})")
+    axes[1].set_xlabel("training steps (batches of 1000)")
+    axes[1].set_xscale("log")
+    axes[0].set_ylabel("GNS - NS, test accuracy (points)")
+    axes[0].legend(fontsize=7)
+    fig.suptitle("3 layers (15,10,5): the cache's lag behind NS, mean ± std over seeds", fontsize=9)
+    fig.tight_layout()
+    save_png(fig, path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def horizon_table(entries: list[dict]) -> str:
     """On the 3-layer graphs of at least :data:`HORIZON_NODES` nodes and at products scale:
     each cache trained there against NS, paired by seed, over three horizons: the first epoch,
@@ -363,21 +412,16 @@ def horizon_table(entries: list[dict]) -> str:
         f"{EARLY} epochs | curve gap, all | final gap | rows vs NS |",
         "|" + "---|" * 10,
     ]
-    for e in entries:
-        if e["depth"] == "2-layer" or e["nodes"] < HORIZON_NODES:
-            continue
+    for e, a in horizon_sets(entries):
         family = "products" if e["depth"] == "products" else "weak-feature"
-        sets = [e["one_percent"]] + list(e.get("fixed", {}).values())
-        for a in sorted(sets, key=lambda a: a["chosen"][0]):
-            n = len(a["seeds"])
-            lines.append(
-                f"| {family} | {e['nodes']:,} | {a['chosen'][0]:.0%} | {n} | {e['epochs']} | "
-                + " | ".join(
-                    pm(*mean_std(a[k]), n)
-                    for k in ("first_gap", "early_gap", "curve_gap", "final_gap")
-                )
-                + f" | {a['rows_vs_ns']:.2f} |"
+        n = len(a["seeds"])
+        lines.append(
+            f"| {family} | {e['nodes']:,} | {a['chosen'][0]:.0%} | {n} | {e['epochs']} | "
+            + " | ".join(
+                pm(*mean_std(a[k]), n) for k in ("first_gap", "early_gap", "curve_gap", "final_gap")
             )
+            + f" | {a['rows_vs_ns']:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -497,6 +541,9 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
     paths.append(folder / "curves.png")
     save_png(fig, paths[-1], dpi=100)
     plt.close(fig)
+    large = horizon_sets(entries)
+    if large:
+        paths.append(plot_horizon(large, folder / "gap-per-epoch.png", plt))
     checked = [e for e in entries if e.get("fixed")]
     if checked:
         paths.append(plot_fractions(checked, folder / "fractions.png", plt))

@@ -589,6 +589,7 @@ def test_the_size_reports_horizon_table_measures_the_first_epochs_apart(tmp_path
     (entry,) = [e for e in entries if e["nodes"] == nodes]
     one = entry["one_percent"]
     np.testing.assert_allclose(one["first_gap"], [-40, -40])
+    np.testing.assert_allclose(one["epoch_gaps"], [[-40] + [0] * (2 * early - 1)] * 2)
     np.testing.assert_allclose(one["early_gap"], [-40 / early] * 2)
     np.testing.assert_allclose(one["curve_gap"], [-40 / (2 * early)] * 2)
     lines = size_report.horizon_table(entries).splitlines()[2:]
