@@ -167,7 +167,7 @@ def run_plan(args: argparse.Namespace) -> dict:
     dataset = _load(config.dataset, config.data_dir, config.split_seed, args.quiet)
     enable_compile_cache(args.no_compile_cache)
     from gns_jax.factories import prepare_features
-    from gns_jax.plan import plan_cache_fraction
+    from gns_jax.plan import KEEP_UP_EPOCHS, horizon_note, plan_cache_fraction
     from gns_jax.tasks import resolve_task
 
     task, dataset = resolve_task(config.task, dataset)
@@ -184,6 +184,8 @@ def run_plan(args: argparse.Namespace) -> dict:
         for m in plan["measured"]
     )
     verdict = "keeps up with NS" if plan["keeps_up"] else "the best found; none keeps up with NS"
+    if plan["keeps_up"] and config.epochs < KEEP_UP_EPOCHS:
+        verdict += f"; {horizon_note(config.epochs)}"
     print(
         f"{dataset.name}: --cache-fraction {plan['chosen']:g} ({verdict}; "
         f"{plan['criterion']}; answered in {plan['seconds']:.2f}s)\n{rows}"

@@ -114,8 +114,25 @@ def test_the_plan_says_when_it_took_the_largest_on_a_small_graph(tiny_dataset, g
     plan = _plan(tiny_dataset, gns_config, limit=1.0, rows_limit=1.0, small_graph_rows=0.0,
                  log=lines.append)  # fmt: skip
     assert plan["chosen"] == FRACTIONS[-1] and plan["keeps_up"] is True
-    assert "a small graph: 0.01, the smallest that passes" in lines[-1]
+    (verdict,) = [line for line in lines if line.startswith("plan: cache fraction")]
+    assert "a small graph: 0.01, the smallest that passes" in verdict
     assert "rows_vs_ns > 0" in plan["criterion"]
+
+
+def test_the_plan_says_what_keeping_up_means_for_a_short_run(tiny_dataset, gns_config):
+    """Keeping up is judged over 10 epochs or more; a run of fewer is told that GNS may trail
+    NS's take-off (on the size study's largest graphs it lagged NS in the first epoch). A run
+    long enough, or one where nothing keeps up, is not."""
+    short = plan_module.KEEP_UP_EPOCHS - 1
+    for epochs, rows_limit, said in ((short, 1.0, True), (short + 1, 1.0, False),
+                                     (short, 0.0, False)):  # fmt: skip
+        lines = []
+        config = gns_config.replace(epochs=epochs)
+        plan = _plan(tiny_dataset, config, limit=1.0, rows_limit=rows_limit, log=lines.append)
+        assert plan["keeps_up"] is (rows_limit > 0)
+        note = plan_module.horizon_note(epochs)
+        assert (f"plan: {note}" in lines) is said, (epochs, rows_limit)
+        assert f"over {epochs}," in note and f"{plan_module.KEEP_UP_EPOCHS} epochs" in note
 
 
 def test_plan_is_deterministic(tiny_dataset, gns_config, swept):
@@ -247,6 +264,9 @@ def test_plan_command(tmp_path, capsys):
     chosen = [line for line in printed.splitlines() if line.endswith("<- chosen")]
     assert len(chosen) == 1 and f"{saved['plan']['chosen']:.1%}" in chosen[0]
     assert np.isfinite([m["no_cached_share"] for m in saved["plan"]["measured"]]).all()
+    # the tiny run's 2 epochs are fewer than the study's: said where a fraction keeps up
+    note = plan_module.horizon_note(saved["config"]["epochs"])
+    assert (note in printed) is saved["plan"]["keeps_up"]
 
 
 def test_plan_command_refuses_other_samplers(capsys):
