@@ -75,6 +75,11 @@ def sampler_of(label: str) -> str:
     return "GNS" if head == "GNS 1%" else head
 
 
+def nodes_label(n: int) -> str:
+    """A graph's size in a figure: ``20k``, ``1M``, ``2.4M``."""
+    return f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
+
+
 def nodes_of(result: dict) -> int:
     return int(result["num_nodes"])
 
@@ -381,9 +386,7 @@ def plot_horizon(sets: list[tuple[dict, dict]], path: Path, plt) -> Path:
         epochs = np.arange(1, m.size + 1)
         # both families train on 8 % of the nodes, batch 1000 (products: split 8/2/90)
         steps = epochs * math.ceil(round(TRAIN_SHARE * e["nodes"]) / BATCH)
-        n = e["nodes"]
-        name = f"{n // 1000}k nodes" if n < 1_000_000 else f"{n / 1e6:g}M nodes"
-        name = "products" if e["depth"] == "products" else name
+        name = "products" if e["depth"] == "products" else f"{nodes_label(e['nodes'])} nodes"
         label = f"{name}, {a['chosen'][0]:.0%} ({plural(len(gaps), 'seed')})"
         for ax, x in zip(axes, (epochs, steps)):
             ax.plot(x, m, marker="o", ms=3, color=f"C{i}", label=label)
@@ -505,7 +508,7 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
                 m, s = mean_std(e[gap])
                 marker = "o" if e["depth"] == "3-layer" else "s"
                 ax.errorbar(e[name], m, yerr=s, fmt=marker, color="C0" if marker == "o" else "C1")
-                text = f"{e['nodes'] // 1000}k d{degree_of(e['dataset'])}"
+                text = f"{nodes_label(e['nodes'])} d{degree_of(e['dataset'])}"
                 ax.annotate(text, (e[name], m), fontsize=6, xytext=(3, 3),
                             textcoords="offset points")  # fmt: skip
             if name in LOG_SCALE:
@@ -531,7 +534,7 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
             c = 100 * np.array(c)
             top.plot(np.arange(1, c.size + 1), c, label=label)
             bottom.plot(t, c, label=label)
-        top.set_title(f"{e['nodes'] // 1000}k, {e['depth']}", fontsize=8)
+        top.set_title(f"{nodes_label(e['nodes'])}, {e['depth']}", fontsize=8)
         top.set_xlabel("epoch", fontsize=8)
         bottom.set_xlabel("training s", fontsize=8)
     axes[0][0].set_ylabel("test accuracy % (mean over seeds)")
@@ -566,7 +569,7 @@ def plot_fractions(entries: list[dict], path: Path, plt) -> Path:
             c = 100 * np.array(c)
             style = dict(color=color, lw=2) if color else dict(ls="--" if "auto" in label else "-")
             ax.plot(np.arange(1, c.size + 1), c, label=label, **style)
-        ax.set_title(f"{e['nodes'] // 1000}k nodes, degree {degree_of(e['dataset'])}, "
+        ax.set_title(f"{nodes_label(e['nodes'])} nodes, degree {degree_of(e['dataset'])}, "
                      f"{e['depth']}", fontsize=9)  # fmt: skip
         ax.set_xlabel("epoch")
         ax.legend(fontsize=7)
