@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 from pathlib import Path
@@ -42,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.grid import environment_line, file_name, load_folder, mean_std, pm
-from experiments.size_study import BATCH, TRAIN_SHARE
+from experiments.size_study import batches_per_epoch
 from gns_jax.plan import choose, no_cached_limit, passes
 from gns_jax.plotting import save_png
 
@@ -78,6 +77,15 @@ def sampler_of(label: str) -> str:
 def nodes_label(n: int) -> str:
     """A graph's size in a figure: ``20k``, ``1M``, ``2.4M``."""
     return f"{n // 1000}k" if n < 1_000_000 else f"{n / 1e6:g}M"
+
+
+def is_products(entry: dict) -> bool:
+    return entry["depth"] == "products"
+
+
+def family_of(entry: dict) -> str:
+    """The graph family of a report row: the products-scale graph or the weak-feature ones."""
+    return "products" if is_products(entry) else "weak-feature"
 
 
 def nodes_of(result: dict) -> int:
@@ -248,8 +256,7 @@ def keeps_up(entry: dict) -> bool:
 
 def graph_cells(e: dict) -> str:
     """The first cells of a plan or auto table's row: family, nodes, degree, depth."""
-    family = "products" if e["depth"] == "products" else "weak-feature"
-    return f"| {family} | {e['nodes']:,} | {degree_of(e['dataset'])} | {e['depth']} |"
+    return f"| {family_of(e)} | {e['nodes']:,} | {degree_of(e['dataset'])} | {e['depth']} |"
 
 
 def replay(entry: dict, **rules) -> tuple[float, bool] | None:
@@ -384,9 +391,8 @@ def plot_horizon(sets: list[tuple[dict, dict]], path: Path, plt) -> Path:
         m = gaps.mean(0)
         s = gaps.std(0, ddof=1) if len(gaps) > 1 else np.zeros_like(m)
         epochs = np.arange(1, m.size + 1)
-        # both families train on 8 % of the nodes, batch 1000 (products: split 8/2/90)
-        steps = epochs * math.ceil(round(TRAIN_SHARE * e["nodes"]) / BATCH)
-        name = "products" if e["depth"] == "products" else f"{nodes_label(e['nodes'])} nodes"
+        steps = epochs * batches_per_epoch(e["nodes"])
+        name = "products" if is_products(e) else f"{nodes_label(e['nodes'])} nodes"
         label = f"{name}, {a['chosen'][0]:.0%} ({plural(len(gaps), 'seed')})"
         for ax, x in zip(axes, (epochs, steps)):
             ax.plot(x, m, marker="o", ms=3, color=f"C{i}", label=label)
@@ -416,10 +422,9 @@ def horizon_table(entries: list[dict]) -> str:
         "|" + "---|" * 10,
     ]
     for e, a in horizon_sets(entries):
-        family = "products" if e["depth"] == "products" else "weak-feature"
         n = len(a["seeds"])
         lines.append(
-            f"| {family} | {e['nodes']:,} | {a['chosen'][0]:.0%} | {n} | {e['epochs']} | "
+            f"| {family_of(e)} | {e['nodes']:,} | {a['chosen'][0]:.0%} | {n} | {e['epochs']} | "
             + " | ".join(
                 pm(*mean_std(a[k]), n) for k in ("first_gap", "early_gap", "curve_gap", "final_gap")
             )
@@ -461,9 +466,8 @@ def table(entries: list[dict]) -> str:
     ]
     for e in entries:
         n = len(e["seeds"])
-        name = "products" if e["depth"] == "products" else "weak-feature"
         lines.append(
-            f"| {name} | {e['nodes']:,} | {degree_of(e['dataset'])} | "
+            f"| {family_of(e)} | {e['nodes']:,} | {degree_of(e['dataset'])} | "
             f"{e['depth']} ({','.join(map(str, e['fanouts']))}) | "
             f"{e['epochs']} | {n} | {pm(*mean_std(e['ns_final']), n)} | "
             f"{pm(*mean_std(e['gns_final']), n)} | {pm(*mean_std(e['final_gap']), n)} | "
@@ -496,7 +500,7 @@ def plot(entries: list[dict], corr: dict, folder: Path) -> list[Path]:
 
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
-    synthetic = [e for e in entries if e["depth"] != "products"]
+    synthetic = [e for e in entries if not is_products(e)]
     # the gaps against every candidate
     fig, axes = plt.subplots(2, len(CANDIDATES), figsize=(3.4 * len(CANDIDATES), 6.2))
     for column, name in enumerate(CANDIDATES):

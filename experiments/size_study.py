@@ -71,10 +71,15 @@ VALIDATION_LABEL = "GNS validation"
 VALIDATION_FRACTIONS = ((100_000, DEGREE, (0.5,)),)
 
 
+def batches_per_epoch(nodes: int) -> int:
+    """The training steps an epoch of a graph of ``nodes`` nodes takes (``TRAIN_SHARE`` of the
+    nodes, batch ``BATCH``; the products-scale folder's split is 8 % too)."""
+    return math.ceil(round(TRAIN_SHARE * nodes) / BATCH)
+
+
 def epochs(nodes: int) -> int:
     """At least ``MIN_EPOCHS`` epochs and ``MIN_STEPS`` steps on a graph of ``nodes`` nodes."""
-    batches = math.ceil(round(TRAIN_SHARE * nodes) / BATCH)
-    return max(MIN_EPOCHS, math.ceil(MIN_STEPS / batches))
+    return max(MIN_EPOCHS, math.ceil(MIN_STEPS / batches_per_epoch(nodes)))
 
 
 def graph_runs(seeds=SEEDS) -> list[Run]:
